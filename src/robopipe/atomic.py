@@ -1,0 +1,45 @@
+"""Write outputs under a temporary name and move them into place only when complete."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(final: str | Path) -> Iterator[Path]:
+    """Yield a temporary sibling path of ``final``; rename it onto ``final`` on success.
+
+    Works for files and directories. On any exception the temporary path is removed, so a
+    failed or killed writer never leaves a half-written ``final`` (a killed process leaves at
+    most a ``.tmp-*`` sibling, which the next run replaces).
+    """
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = final.with_name(f".tmp-{os.getpid()}-{final.name}")
+    _remove(tmp)
+    try:
+        yield tmp
+        if final.is_dir() and tmp.is_dir():
+            shutil.rmtree(final)
+        os.replace(tmp, final)
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def write_json(path: str | Path, obj, *, indent: int | None = 4) -> None:
+    """Write ``obj`` as JSON (UTF-8, non-ASCII kept) atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=indent, ensure_ascii=False), encoding="utf-8")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    elif path.exists() or path.is_symlink():
+        path.unlink()

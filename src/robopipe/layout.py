@@ -1,0 +1,61 @@
+"""Path templates and size defaults of the LeRobot formats, as named constants.
+
+Source: lerobot 0.6.1 ``datasets/utils.py`` (v3.0 templates and defaults) and lerobot 0.3.x
+(v2.1 templates). The v3.0 chunk/file separator is a hyphen: ``chunk-000/file-000``.
+"""
+
+from __future__ import annotations
+
+# v2.1 (one parquet and one mp4 per camera per episode)
+V21_DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"
+V21_VIDEO_PATH = "videos/chunk-{episode_chunk:03d}/{video_key}/episode_{episode_index:06d}.mp4"
+V21_INFO_PATH = "meta/info.json"
+V21_EPISODES_PATH = "meta/episodes.jsonl"
+V21_EPISODES_STATS_PATH = "meta/episodes_stats.jsonl"
+V21_TASKS_PATH = "meta/tasks.jsonl"
+
+# v3.0 (episodes packed into chunked files)
+CHUNK_FILE_PATTERN = "chunk-{chunk_index:03d}/file-{file_index:03d}"
+DATA_PATH = "data/" + CHUNK_FILE_PATTERN + ".parquet"
+VIDEO_PATH = "videos/{video_key}/" + CHUNK_FILE_PATTERN + ".mp4"
+EPISODES_PATH = "meta/episodes/" + CHUNK_FILE_PATTERN + ".parquet"
+INFO_PATH = "meta/info.json"
+STATS_PATH = "meta/stats.json"
+TASKS_PATH = "meta/tasks.parquet"
+
+# lerobot 0.6.1 datasets/utils.py:88-90
+DEFAULT_DATA_FILE_SIZE_IN_MB = 100
+DEFAULT_VIDEO_FILE_SIZE_IN_MB = 200
+DEFAULT_CHUNK_SIZE = 1000
+
+# lerobot 0.6.1 lerobot_dataset.py:55
+DEFAULT_TOLERANCE_S = 1e-4
+
+DEFAULT_FEATURES = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+
+
+def data_path(chunk_index: int, file_index: int) -> str:
+    """Relative path of a v3.0 data file, e.g. ``data/chunk-000/file-003.parquet``."""
+    return DATA_PATH.format(chunk_index=chunk_index, file_index=file_index)
+
+
+def video_path(video_key: str, chunk_index: int, file_index: int) -> str:
+    """Relative path of a v3.0 video file, e.g. ``videos/observation.images.top/chunk-000/file-000.mp4``."""
+    return VIDEO_PATH.format(video_key=video_key, chunk_index=chunk_index, file_index=file_index)
+
+
+def episodes_path(chunk_index: int, file_index: int) -> str:
+    """Relative path of a v3.0 episodes metadata file."""
+    return EPISODES_PATH.format(chunk_index=chunk_index, file_index=file_index)
+
+
+def next_chunk_file(chunk_index: int, file_index: int, chunks_size: int) -> tuple[int, int]:
+    """The (chunk, file) after this one: lerobot 0.6.1 ``update_chunk_file_indices``.
+
+    ``file_index`` counts up; when it reaches ``chunks_size - 1`` the next file opens a new
+    chunk directory at file 0 (so in lerobot a chunk directory ends up holding ``chunks_size - 1``
+    files plus the one written when the counter wraps).
+    """
+    if file_index == chunks_size - 1:
+        return chunk_index + 1, 0
+    return chunk_index, file_index + 1
