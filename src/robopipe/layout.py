@@ -52,9 +52,8 @@ def episodes_path(chunk_index: int, file_index: int) -> str:
 def next_chunk_file(chunk_index: int, file_index: int, chunks_size: int) -> tuple[int, int]:
     """The (chunk, file) after this one: lerobot 0.6.1 ``update_chunk_file_indices``.
 
-    ``file_index`` counts up; when it reaches ``chunks_size - 1`` the next file opens a new
-    chunk directory at file 0 (so in lerobot a chunk directory ends up holding ``chunks_size - 1``
-    files plus the one written when the counter wraps).
+    ``file_index`` counts up; after file ``chunks_size - 1`` the next file opens a new chunk
+    directory at file 0, so each chunk directory holds ``chunks_size`` files.
     """
     if file_index == chunks_size - 1:
         return chunk_index + 1, 0
