@@ -38,6 +38,14 @@ def write_json(path: str | Path, obj, *, indent: int | None = 4) -> None:
         tmp.write_text(json.dumps(obj, indent=indent, ensure_ascii=False), encoding="utf-8")
 
 
+def link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """Hard-link ``src`` to ``dst`` (no bytes copied), or copy it where links are impossible."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)

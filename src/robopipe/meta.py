@@ -1,0 +1,190 @@
+"""The v3.0 ``meta/`` folder: info.json, tasks.parquet, episodes parquet files, stats.json.
+
+Each writer follows what lerobot 0.6.1's converter writes
+(``scripts/convert_dataset_v21_to_v30.py``; reference spec §2.2-2.5), with one deliberate
+difference: episodes metadata rolls over into several ``meta/episodes/chunk-XXX/file-YYY``
+files when larger than the data file threshold, where lerobot stops at one file of 100 MB
+(``NotImplementedError``).
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from robopipe.atomic import atomic_path, write_json
+from robopipe.layout import (
+    DATA_PATH,
+    INFO_PATH,
+    STATS_PATH,
+    TASKS_PATH,
+    VIDEO_PATH,
+    episodes_path,
+    next_chunk_file,
+)
+from robopipe.shard import SHARD_EPISODES
+from robopipe.source import V21Source
+from robopipe.stats import aggregate_stats
+
+# lerobot 0.6.1 DatasetInfo field order (datasets/utils.py:114-235); other keys are dropped.
+INFO_KEYS = (
+    "codebase_version",
+    "fps",
+    "features",
+    "total_episodes",
+    "total_frames",
+    "total_tasks",
+    "chunks_size",
+    "data_files_size_in_mb",
+    "video_files_size_in_mb",
+    "data_path",
+    "video_path",
+    "robot_type",
+    "splits",
+)
+
+
+def write_meta(source: V21Source, plan: dict, shard_dirs: dict[str, Path], out_root: Path) -> None:
+    """Write ``meta/`` of the v3.0 dataset at ``out_root`` from the source, plan and shards.
+
+    Args:
+        source: the v2.1 source (info, tasks, episodes.jsonl, episodes_stats.jsonl).
+        plan: the conversion plan (file assignment, output episode indices).
+        shard_dirs: shard id -> shard directory (for the episodes' video durations).
+        out_root: the dataset root; files land in ``out_root/meta/``.
+    """
+    durations, time_bases = _video_durations(plan, shard_dirs)
+    rows = episode_rows(source, plan, durations, time_bases)
+    write_episodes(
+        rows, out_root, plan["options"]["data_file_size_in_mb"], plan["options"]["chunks_size"]
+    )
+    write_tasks(source.tasks, out_root / TASKS_PATH)
+    kept = [source.episodes_stats[ep["source_episode_index"]] for ep in plan["episodes"]]
+    write_json(out_root / STATS_PATH, aggregate_stats(kept))
+    write_json(out_root / INFO_PATH, convert_info(source.info, plan))
+
+
+def convert_info(info: dict, plan: dict) -> dict:
+    """v3.0 info.json from the v2.1 one (lerobot 0.6.1 ``convert_info``, :442-461).
+
+    ``codebase_version`` becomes ``v3.0``; ``total_chunks``/``total_videos`` go; the size
+    thresholds are added; the path templates become v3.0's; ``fps`` becomes an int; every
+    non-video feature gets ``"fps"``. ``chunks_size`` is copied unchanged, as lerobot does.
+    With skipped episodes, ``total_episodes``, ``total_frames`` and ``splits`` describe the
+    output.
+    """
+    fps = int(info["fps"])
+    features = {}
+    for name, feature in info["features"].items():
+        features[name] = dict(feature) if feature["dtype"] == "video" else {**feature, "fps": fps}
+    converted = {
+        **info,
+        "codebase_version": "v3.0",
+        "fps": fps,
+        "features": features,
+        "data_files_size_in_mb": plan["options"]["data_file_size_in_mb"],
+        "video_files_size_in_mb": plan["options"]["video_file_size_in_mb"],
+        "data_path": DATA_PATH,
+        "video_path": VIDEO_PATH if info.get("video_path") else None,
+    }
+    if plan["options"]["skip_episodes"]:
+        n = len(plan["episodes"])
+        converted["total_episodes"] = n
+        converted["total_frames"] = plan["total_frames"]
+        converted["splits"] = {"train": f"0:{n}"}
+    return {key: converted[key] for key in INFO_KEYS if key in converted}
+
+
+def episode_rows(
+    source: V21Source,
+    plan: dict,
+    durations: dict[str, list[int]],
+    time_bases: dict[str, Fraction],
+) -> list[dict]:
+    """One v3.0 episodes-metadata row per output episode, columns in lerobot's order.
+
+    ``durations[video_key][i]`` is episode ``i``'s stream duration in ticks of
+    ``time_bases[video_key]`` seconds (columns of each camera grouped); ``from_timestamp``
+    is the sum of the earlier episodes' durations in the same file (lerobot 0.6.1,
+    ``convert_videos_of_camera``, :313-381), ``to_timestamp = from + duration``, seconds.
+    Stats columns are ``stats/{feature}/{stat}`` from ``episodes_stats.jsonl``.
+    """
+    offsets = {key: (None, 0) for key in plan["video_keys"]}
+    rows = []
+    for ep in plan["episodes"]:
+        legacy = source.episodes[ep["source_episode_index"]]
+        row = {
+            "episode_index": ep["episode_index"],
+            "data/chunk_index": ep["data"][0],
+            "data/file_index": ep["data"][1],
+            "dataset_from_index": ep["dataset_from_index"],
+            "dataset_to_index": ep["dataset_to_index"],
+        }
+        for key in plan["video_keys"]:
+            row[f"videos/{key}/chunk_index"] = ep["videos"][key][0]
+            row[f"videos/{key}/file_index"] = ep["videos"][key][1]
+            current_file, start = offsets[key]
+            if current_file != ep["videos"][key]:
+                start = 0
+            end = start + durations[key][ep["episode_index"]]
+            row[f"videos/{key}/from_timestamp"] = float(start * time_bases[key])
+            row[f"videos/{key}/to_timestamp"] = float(end * time_bases[key])
+            offsets[key] = (ep["videos"][key], end)
+        for column, value in legacy.items():
+            if column != "episode_index":
+                row[column] = value
+        for feature, stats in source.episodes_stats[ep["source_episode_index"]].items():
+            for stat, value in stats.items():
+                row[f"stats/{feature}/{stat}"] = value
+        rows.append(row)
+    return rows
+
+
+def write_episodes(rows: list[dict], out_root: Path, file_size_in_mb: float, chunks_size: int):
+    """Write the episodes metadata, rolling over to a new file past ``file_size_in_mb``.
+
+    The last two columns, ``meta/episodes/chunk_index`` and ``meta/episodes/file_index``, say
+    which file holds each row. Row ``i`` is episode ``i`` across the files in sorted order.
+    """
+    table = pa.Table.from_pylist(rows)
+    row_mb = table.nbytes / max(len(rows), 1) / 2**20
+    per_file = max(1, int(file_size_in_mb / row_mb)) if row_mb > 0 else len(rows)
+    chunk, file = 0, 0
+    for start in range(0, len(rows), per_file):
+        part = table.slice(start, per_file)
+        n = part.num_rows
+        part = part.append_column("meta/episodes/chunk_index", pa.array([chunk] * n, pa.int64()))
+        part = part.append_column("meta/episodes/file_index", pa.array([file] * n, pa.int64()))
+        with atomic_path(out_root / episodes_path(chunk, file)) as tmp:
+            pq.write_table(part, tmp)
+        chunk, file = next_chunk_file(chunk, file, chunks_size)
+
+
+def write_tasks(tasks: list[str], path: Path) -> None:
+    """Write ``meta/tasks.parquet`` as lerobot does: a pandas frame indexed by ``task``
+    with one column ``task_index``, rows in ascending ``task_index`` (the loader looks tasks
+    up with ``tasks.iloc[task_index]``)."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"task_index": range(len(tasks))}, index=pd.Index(tasks, name="task"))
+    frame["task_index"] = frame["task_index"].astype("int64")
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp)
+
+
+def _video_durations(
+    plan: dict, shard_dirs: dict[str, Path]
+) -> tuple[dict[str, list[int]], dict[str, Fraction]]:
+    durations = {key: [0] * len(plan["episodes"]) for key in plan["video_keys"]}
+    time_bases = {}
+    for shard in plan["shards"]:
+        rows = json.loads((Path(shard_dirs[shard["id"]]) / SHARD_EPISODES).read_text("utf-8"))
+        for row in rows:
+            for key, video in row["videos"].items():
+                durations[key][row["episode_index"]] = video["duration_ticks"]
+                time_bases[key] = Fraction(video["time_base"])
+    return durations, time_bases

@@ -1,0 +1,190 @@
+"""Video remuxing (stream copy, exact timestamps) and frame access with PyAV.
+
+lerobot 0.6.1 concatenates episode mp4s with FFmpeg's concat demuxer
+(``datasets/video_utils.py:648``). The concat demuxer offsets each file by its duration rounded
+to microseconds, which drifts by whole ticks over hundreds of episodes (and by more with FFmpeg
+5.1's CLI, see the reference spec §8). Here packets are copied one by one and shifted by an
+exact integer number of ticks, the sum of the earlier inputs' stream durations, so an input
+starting at ``offset`` ticks lands exactly at ``offset * time_base`` seconds, the
+``from_timestamp`` lerobot records. Nothing is re-encoded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+
+class VideoError(Exception):
+    """A video file cannot be read or does not match what was expected.
+
+    Attributes:
+        path: the file at fault.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+@dataclass(frozen=True)
+class RemuxedInput:
+    """Where one input landed in a remuxed output.
+
+    Attributes:
+        frames: video packets copied (one per frame).
+        offset_ticks: the input's pts shift in the output, in ``time_base`` ticks.
+        duration_ticks: the input stream's duration in ticks.
+        time_base: the stream time base (seconds per tick).
+    """
+
+    frames: int
+    offset_ticks: int
+    duration_ticks: int
+    time_base: Fraction
+
+    @property
+    def from_timestamp(self) -> float:
+        """Start of the input in the output file, in seconds."""
+        return float(self.offset_ticks * self.time_base)
+
+    @property
+    def duration_s(self) -> float:
+        """Duration of the input, seconds: lerobot's ``get_video_duration_in_s``."""
+        return float(self.duration_ticks * self.time_base)
+
+
+def concat_videos(
+    inputs: list[Path], output: Path, durations_ticks: list[int] | None = None
+) -> list[RemuxedInput]:
+    """Concatenate mp4 files into ``output`` by stream copy, with exact timestamps.
+
+    Args:
+        inputs: mp4 files with one video stream each, same codec and time base.
+        output: the mp4 to write (``movflags=faststart``, moov at the front, as lerobot).
+        durations_ticks: each input's duration in time-base ticks, where already known (the
+            sum of its episodes' durations for a shard file); by default each input's stream
+            duration is read, as lerobot's ``get_video_duration_in_s`` does.
+
+    Returns:
+        One :class:`RemuxedInput` per input, in order.
+
+    Raises:
+        VideoError: an input cannot be opened or demuxed (missing, truncated, corrupt), has no
+            video stream, has another time base than the first input, or has no duration.
+            The message names the input file.
+    """
+    if not inputs:
+        raise ValueError("concat_videos needs at least one input")
+    results: list[RemuxedInput] = []
+    offset = 0
+    with av.open(str(output), "w", format="mp4", options={"movflags": "faststart"}) as out:
+        out_stream = None
+        time_base = None
+        for position, path in enumerate(inputs):
+            try:
+                with av.open(str(path)) as container:
+                    if not container.streams.video:
+                        raise VideoError(path, "no video stream")
+                    stream = container.streams.video[0]
+                    if out_stream is None:
+                        time_base = stream.time_base
+                        out_stream = out.add_stream_from_template(stream, opaque=True)
+                        out_stream.time_base = time_base
+                    elif stream.time_base != time_base:
+                        raise VideoError(
+                            path,
+                            f"time base {stream.time_base} differs from {time_base} of the "
+                            "first file; cannot stream-copy into one file",
+                        )
+                    if durations_ticks is None:
+                        duration = _duration_ticks(path, container, stream)
+                    else:
+                        duration = durations_ticks[position]
+                    frames = 0
+                    for packet in container.demux(stream):
+                        if packet.dts is None:
+                            continue
+                        packet.pts += offset
+                        packet.dts += offset
+                        packet.stream = out_stream
+                        out.mux(packet)
+                        frames += 1
+            except (av.FFmpegError, OSError) as exc:
+                raise VideoError(path, f"cannot read video: {exc}") from exc
+            results.append(RemuxedInput(frames, offset, duration, Fraction(time_base)))
+            offset += duration
+    return results
+
+
+def _duration_ticks(path: Path, container, stream) -> int:
+    if stream.duration is not None:
+        return int(stream.duration)
+    if container.duration is not None:  # lerobot's fallback: container duration in µs
+        return round(Fraction(container.duration, 1_000_000) / stream.time_base)
+    raise VideoError(path, "the video stream has no duration")
+
+
+def video_duration_s(path: Path) -> float:
+    """Duration of the first video stream, seconds: lerobot 0.6.1 ``get_video_duration_in_s``
+    (``stream.duration * stream.time_base``, else ``container.duration / 1e6``)."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        return float(_duration_ticks(path, container, stream) * stream.time_base)
+
+
+class FrameReader:
+    """Random access to decoded frames of one mp4, by presentation time.
+
+    Frames are returned in the stream's native pixel format as a uint8 array (for yuv420p:
+    shape ``(H * 3 // 2, W)``, the Y plane then U and V), so comparisons are bit-exact and no
+    colour conversion is paid. Use as a context manager.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._container = av.open(str(path))
+        self._stream = self._container.streams.video[0]
+        self.time_base = Fraction(self._stream.time_base)
+
+    def frame_at(self, seconds: float, tolerance_s: float) -> np.ndarray:
+        """The frame whose timestamp is within ``tolerance_s`` of ``seconds``.
+
+        Raises:
+            VideoError: no frame is that close (the message gives the nearest timestamp).
+        """
+        target = round(Fraction(seconds) / self.time_base)
+        self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
+        best = None
+        for frame in self._container.decode(self._stream):
+            ts = float(frame.pts * self.time_base)
+            if abs(ts - seconds) <= tolerance_s:
+                return frame.to_ndarray()
+            best = ts
+            if ts > seconds:
+                break
+        raise VideoError(
+            self.path, f"no frame within {tolerance_s} s of {seconds:.6f} s (nearest {best})"
+        )
+
+    def frames(self):
+        """Iterate over all decoded frames as ``(timestamp_s, array)`` in order."""
+        self._container.seek(0, stream=self._stream)
+        for frame in self._container.decode(self._stream):
+            yield float(frame.pts * self.time_base), frame.to_ndarray()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._container.close()
+
+    def __enter__(self) -> FrameReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
