@@ -40,7 +40,7 @@ def data_path(chunk_index: int, file_index: int) -> str:
 
 
 def video_path(video_key: str, chunk_index: int, file_index: int) -> str:
-    """Relative path of a v3.0 video file, e.g. ``videos/observation.images.top/chunk-000/file-000.mp4``."""
+    """Relative path of a v3.0 video file, e.g. ``videos/<video_key>/chunk-000/file-000.mp4``."""
     return VIDEO_PATH.format(video_key=video_key, chunk_index=chunk_index, file_index=file_index)
 
 

@@ -85,11 +85,8 @@ class V21Source:
 
     def error(self, message: str, *, episode: int | None = None, file=None) -> DatasetError:
         """A :class:`DatasetError` for this dataset, with ``file`` made relative to the root."""
-        if file is not None:
-            try:
-                file = Path(file).relative_to(self.root)
-            except ValueError:
-                pass
+        if file is not None and Path(file).is_relative_to(self.root):
+            file = Path(file).relative_to(self.root)
         return DatasetError(self.name, message, episode=episode, file=file)
 
 
