@@ -1,0 +1,179 @@
+"""Dataloading figures: throughput, latency, first batch, peak RSS, and one card per scenario.
+
+Every figure takes the table of :func:`robopipe.report.results.load_scenarios` (one row per
+scenario, grouped by loader) and writes ``{stem}.svg`` and ``{stem}.png``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from robopipe.report.figures import (
+    WIDTH_IN,
+    bar_figure,
+    headroom,
+    loader_colour,
+    loader_legend,
+    placeholder,
+    save,
+    scenario_bars,
+)
+
+NO_SCENARIOS = "no benchmark scenario was run for this dataset (config: bench)"
+PERCENTILES = ("p50", "p95", "p99")
+
+
+def _ceiling_lines(ax, ceiling: dict | None) -> None:
+    """Vertical lines at the decode ceiling of one core (random access and sequential)."""
+    if ceiling is None:
+        return
+    lines = (
+        ("random_frames_per_s_per_core", "random access", "-"),
+        ("sequential_frames_per_s_per_core", "sequential", "--"),
+    )
+    for key, name, style in lines:
+        value = ceiling.get(key)
+        if value:
+            label = f"decode ceiling, 1 core, {name}: {value:,.0f} frames/s"
+            ax.axvline(value, color="black", linestyle=style, linewidth=1.2, label=label)
+
+
+def throughput(table: pd.DataFrame, ceiling: dict | None, stem: str | Path, dataset: str):
+    """Samples/s and decoded frames/s per node per scenario, the decode ceiling as lines."""
+    title = f"{dataset}: dataloading throughput"
+    if table.empty:
+        return placeholder(stem, title, NO_SCENARIOS)
+    fig, (left, right) = bar_figure(len(table), panels=2)
+    scenario_bars(left, table, "samples_per_s")
+    left.set_xlabel("samples/s (all nodes, steady window)")
+    scenario_bars(right, table, "frames_per_s_per_node")
+    right.set_xlabel("decoded frames/s per node")
+    _ceiling_lines(right, ceiling)
+    if ceiling is not None:
+        peak = max(table["frames_per_s_per_node"].max(skipna=True) or 0, 0)
+        top = max(ceiling.get("sequential_frames_per_s_per_core") or 0, peak)
+        right.set_xlim(0, max(right.get_xlim()[1], top * 1.18))
+    fig.suptitle(title)
+    loader_legend(fig, table["loader"], right)
+    return save(fig, stem)
+
+
+def latency(table: pd.DataFrame, stem: str | Path, dataset: str):
+    """Per-sample latency p50/p95/p99 (ms) per scenario; log scale when they span > 30x."""
+    title = f"{dataset}: per-sample latency"
+    if table.empty:
+        return placeholder(stem, title, NO_SCENARIOS)
+    fig, (ax,) = bar_figure(int(len(table) * 1.6), panels=1)
+    height = 0.8 / len(PERCENTILES)
+    shades = {"p50": 1.0, "p95": 0.65, "p99": 0.35}
+    for i, q in enumerate(PERCENTILES):
+        values = table[f"latency_{q}_ms"]
+        y = [r - 0.4 + height * (i + 0.5) for r in range(len(table))]
+        colours = [(*loader_colour(lo)[:3], shades[q]) for lo in table["loader"]]
+        bars = ax.barh(y, values.fillna(0), height=height, color=colours, label=q)
+        labels = [f"{q} n/a" if pd.isna(v) else f"{q} {v:,.1f}" for v in values]
+        ax.bar_label(bars, labels=labels, padding=3, fontsize=7)
+    ax.set_yticks(range(len(table)), table["scenario"])
+    ax.set_ylim(len(table) - 0.5, -0.5)
+    positive = table[[f"latency_{q}_ms" for q in PERCENTILES]].stack()
+    positive = positive[positive > 0]
+    if len(positive) and positive.max() / positive.min() > 30:
+        ax.set_xscale("log")
+        ax.set_xlabel("latency per sample, ms (log scale)")
+    else:
+        ax.set_xlabel("latency per sample, ms")
+    headroom(ax, 1.25)
+    fig.suptitle(f"{title} (bars per scenario: p50, p95, p99; lighter = higher percentile)")
+    loader_legend(fig, table["loader"])
+    return save(fig, stem)
+
+
+def first_batch(table: pd.DataFrame, stem: str | Path, dataset: str):
+    """Time from iterator creation to the first batch (s) per scenario."""
+    title = f"{dataset}: first-batch latency"
+    if table.empty:
+        return placeholder(stem, title, NO_SCENARIOS)
+    fig, (ax,) = bar_figure(len(table))
+    scenario_bars(ax, table, "first_batch_latency_s", fmt="{:,.2f}")
+    ax.set_xlabel("time to the first batch, s")
+    fig.suptitle(title)
+    loader_legend(fig, table["loader"])
+    return save(fig, stem)
+
+
+def peak_rss(table: pd.DataFrame, stem: str | Path, dataset: str):
+    """Peak resident set size of the benchmark's process tree (MB) per scenario."""
+    title = f"{dataset}: peak memory of the dataloading process tree"
+    if table.empty:
+        return placeholder(stem, title, NO_SCENARIOS)
+    fig, (ax,) = bar_figure(len(table))
+    scenario_bars(ax, table, "peak_rss_mb")
+    ax.set_xlabel("peak RSS (main process and workers), MB")
+    fig.suptitle(title)
+    loader_legend(fig, table["loader"])
+    return save(fig, stem)
+
+
+def scenario_card(row: pd.Series, ceiling: dict | None, stem: str | Path):
+    """One scenario: decoded frames/s per rank, latency percentiles, and time shares."""
+    fig, (ranks_ax, latency_ax, share_ax) = plt.subplots(
+        1, 3, figsize=(WIDTH_IN, 3.4), layout="constrained", width_ratios=(1.3, 1, 1)
+    )
+    colour = loader_colour(row["loader"])
+    ranks = row["ranks"] or []
+    names = [f"rank {r['rank']}" for r in ranks]
+    rates = [r.get("frames_per_s") or 0 for r in ranks]
+    ranks_ax.barh(range(len(ranks)), rates, color=colour, height=0.6)
+    ranks_ax.set_yticks(range(len(ranks)), names)
+    ranks_ax.set_ylim(len(ranks) - 0.5, -0.5)
+    ranks_ax.set_xlabel("decoded frames/s per rank")
+    ranks_ax.set_title("throughput per rank")
+    _ceiling_lines(ranks_ax, ceiling)
+    ranks_ax.set_xlim(0, ranks_ax.get_xlim()[1] * 1.1)
+    if ceiling is not None:
+        handles, labels = ranks_ax.get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower left", ncols=2, fontsize=8)
+
+    values = [row[f"latency_{q}_ms"] for q in PERCENTILES]
+    bars = latency_ax.bar(PERCENTILES, [0 if pd.isna(v) else v for v in values], color=colour)
+    latency_ax.bar_label(bars, labels=["n/a" if pd.isna(v) else f"{v:,.1f}" for v in values])
+    latency_ax.set_ylabel("latency per sample, ms")
+    latency_ax.set_title("latency percentiles")
+    latency_ax.set_ylim(0, max(latency_ax.get_ylim()[1], 1e-9) * 1.15)
+
+    fetch = 0 if pd.isna(row["fetch_share"]) else row["fetch_share"]
+    decode = 0 if pd.isna(row["decode_share"]) else row["decode_share"]
+    other = max(0.0, 1.0 - fetch - decode)
+    left = 0.0
+    shares = (("fetch", fetch, 1.0), ("decode", decode, 0.6), ("other", other, 0.25))
+    for name, share, alpha in shares:
+        share_ax.barh([0], [share], left=left, color=colour, alpha=alpha, label=name)
+        if share >= 0.08:
+            share_ax.text(left + share / 2, 0, f"{name}\n{share:.0%}", ha="center", va="center")
+        left += share
+    share_ax.set_xlim(0, 1)
+    share_ax.set_yticks([])
+    share_ax.set_xlabel("share of the worker's time")
+    share_ax.set_title("where the time goes")
+
+    fig.suptitle(f"{row['dataset']}: {row['scenario']}\n{_card_facts(row)}", fontsize=9)
+    return save(fig, stem)
+
+
+def _card_facts(row: pd.Series) -> str:
+    facts = [
+        f"{row['samples_per_s']:,.0f} samples/s" if pd.notna(row["samples_per_s"]) else None,
+        f"first batch {row['first_batch_latency_s']:,.2f} s"
+        if pd.notna(row["first_batch_latency_s"])
+        else None,
+        f"peak RSS {row['peak_rss_mb']:,.0f} MB" if pd.notna(row["peak_rss_mb"]) else None,
+        f"batch {row['batch_size']:.0f} x {row['image_dtype']}",
+        f"shuffle randomness {row['shuffle_randomness']:.2f}"
+        if pd.notna(row["shuffle_randomness"])
+        else None,
+        f"device {row['device']}" + (", CPU fallback" if row["cpu_fallback"] is True else ""),
+    ]
+    return " | ".join(f for f in facts if f)

@@ -1,0 +1,228 @@
+"""Load the result files the report consumes into pandas tables.
+
+Inputs follow the contract between the benchmark and the report (``notes/BENCH_CONTRACT.md``):
+scenario JSONs ``results/bench/{dataset}/{scenario}.json``, the decode ceiling
+``results/bench/{dataset}/ceiling.json``, Snakemake ``benchmark:`` TSVs
+``results/benchmarks/{dataset}/{rule}/{name}.tsv`` and the optional
+``results/bench/{dataset}/lerobot_convert.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from robopipe.errors import DatasetError
+
+LOADERS = ("robopipe_map", "robopipe_stream", "lerobot_map", "lerobot_stream", "robomimic_hdf5")
+
+SCENARIO_FIELDS = (
+    "dataset",
+    "scenario",
+    "loader",
+    "source",
+    "mode",
+    "decode",
+    "workers",
+    "nodes",
+    "batch_size",
+    "image_dtype",
+    "samples",
+    "frames",
+    "steady_wall_s",
+    "samples_per_s",
+    "frames_per_s",
+    "frames_per_s_per_node",
+    "single_process_samples_per_s",
+    "fetch_share",
+    "decode_share",
+    "first_batch_latency_s",
+    "latency_ms",
+    "peak_rss_mb",
+    "shuffle_randomness",
+    "decoder_cache",
+    "cpu_fallback",
+    "device",
+    "ranks",
+)
+
+CEILING_FIELDS = (
+    "dataset",
+    "camera_count",
+    "sequential_frames_per_s_per_core",
+    "random_frames_per_s_per_core",
+)
+
+LEROBOT_FIELDS = (
+    "dataset",
+    "episodes",
+    "lerobot_wall_s",
+    "lerobot_peak_rss_mb",
+    "robopipe_wall_s",
+    "robopipe_max_job_rss_mb",
+)
+
+# Columns of Snakemake's ``benchmark:`` TSV that the report uses (s: wall-clock seconds,
+# max_rss: peak resident set size in MB of 2**20 bytes, as psutil reports it).
+BENCHMARK_COLUMNS = ("s", "max_rss", "cpu_time")
+
+
+def _read_json(dataset: str, path: str | Path, fields: Iterable[str]) -> dict:
+    try:
+        record = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise DatasetError(dataset, f"unreadable result file: {exc}", file=path) from exc
+    if not isinstance(record, dict):
+        raise DatasetError(dataset, "result file is not a JSON object", file=path)
+    missing = [f for f in fields if f not in record]
+    if missing:
+        raise DatasetError(dataset, f"result file lacks fields {missing}", file=path)
+    return record
+
+
+def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per benchmark scenario, sorted by loader then scenario name.
+
+    Nested fields are flattened: ``latency_ms`` -> ``latency_p50_ms``/``_p95_ms``/``_p99_ms``,
+    ``decoder_cache`` -> ``decoder_cache_hits``/``_misses``/``_evictions`` (NaN when null),
+    ``ranks`` -> ``ranks`` (the list, kept for the per-scenario figure) and ``rank_count``.
+    Rates are in samples/s and frames/s, latencies in ms (per sample) and s (first batch),
+    memory in MB. ``workers`` and ``nodes`` are ints.
+
+    Raises:
+        DatasetError: a file is unreadable, lacks a contract field, or belongs to another
+            dataset.
+    """
+    rows = []
+    for path in paths:
+        record = _read_json(dataset, path, SCENARIO_FIELDS)
+        if record["dataset"] != dataset:
+            raise DatasetError(
+                dataset, f"result file is for dataset {record['dataset']!r}", file=path
+            )
+        row = {k: v for k, v in record.items() if k not in ("latency_ms", "decoder_cache")}
+        latency = record["latency_ms"] or {}
+        for q in ("p50", "p95", "p99"):
+            row[f"latency_{q}_ms"] = latency.get(q)
+        cache = record["decoder_cache"] or {}
+        for k in ("hits", "misses", "evictions"):
+            row[f"decoder_cache_{k}"] = cache.get(k)
+        row["rank_count"] = len(record["ranks"] or [])
+        rows.append(row)
+    columns = [f for f in SCENARIO_FIELDS if f not in ("latency_ms", "decoder_cache")]
+    columns += ["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"]
+    columns += ["decoder_cache_hits", "decoder_cache_misses", "decoder_cache_evictions"]
+    columns += ["rank_count"]
+    table = pd.DataFrame(rows, columns=columns)
+    numeric = [c for c in columns if c not in _TEXT_COLUMNS]
+    table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
+    table["loader_order"] = table["loader"].map(_loader_rank)
+    table = table.sort_values(["loader_order", "scenario"]).drop(columns="loader_order")
+    return table.reset_index(drop=True)
+
+
+_TEXT_COLUMNS = {
+    "dataset",
+    "scenario",
+    "loader",
+    "source",
+    "mode",
+    "decode",
+    "image_dtype",
+    "cpu_fallback",
+    "device",
+    "ranks",
+}
+
+
+def _loader_rank(loader: str) -> int:
+    return LOADERS.index(loader) if loader in LOADERS else len(LOADERS)
+
+
+def load_ceiling(dataset: str, paths: Iterable[str | Path]) -> dict | None:
+    """The decode ceiling of ``dataset`` (frames/s per core), or None when none was given.
+
+    Raises:
+        DatasetError: a file lacks a contract field, or more than one ceiling names ``dataset``.
+    """
+    found = [_read_json(dataset, p, CEILING_FIELDS) for p in paths]
+    found = [r for r in found if r["dataset"] == dataset]
+    if len(found) > 1:
+        raise DatasetError(dataset, f"{len(found)} decode ceiling files, expected one")
+    return found[0] if found else None
+
+
+def load_lerobot(dataset: str, paths: Iterable[str | Path]) -> dict | None:
+    """The lerobot-converter comparison of ``dataset`` (s, MB), or None when not measured."""
+    found = [_read_json(dataset, p, LEROBOT_FIELDS) for p in paths]
+    found = [r for r in found if r["dataset"] == dataset]
+    return found[-1] if found else None
+
+
+def load_benchmarks(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per Snakemake job from its ``benchmark:`` TSV: rule, name, s, max_rss, cpu_time.
+
+    The rule and job name come from the path ``.../{rule}/{name}.tsv``. A TSV written with
+    ``repeat()`` has several rows: wall time ``s`` is their mean, ``max_rss`` their max.
+    Snakemake writes ``NA`` (or ``-``) where it could not measure; those become NaN.
+
+    Raises:
+        DatasetError: a TSV is unreadable or lacks the ``s`` / ``max_rss`` columns.
+    """
+    rows = []
+    for path in paths:
+        path = Path(path)
+        try:
+            runs = pd.read_csv(path, sep="\t", na_values=["NA", "-"])
+        except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+            raise DatasetError(dataset, f"unreadable benchmark TSV: {exc}", file=path) from exc
+        missing = [c for c in ("s", "max_rss") if c not in runs.columns]
+        if missing or runs.empty:
+            raise DatasetError(dataset, f"benchmark TSV lacks columns {missing} or rows", file=path)
+        runs = runs.apply(pd.to_numeric, errors="coerce")
+        rows.append(
+            {
+                "rule": path.parent.name,
+                "name": path.stem,
+                "s": runs["s"].mean(),
+                "max_rss": runs["max_rss"].max(),
+                "cpu_time": runs["cpu_time"].mean() if "cpu_time" in runs else float("nan"),
+            }
+        )
+    table = pd.DataFrame(rows, columns=["rule", "name", *BENCHMARK_COLUMNS])
+    return table.sort_values(["rule", "name"]).reset_index(drop=True)
+
+
+def conversion_by_rule(jobs: pd.DataFrame) -> pd.DataFrame:
+    """Per rule: jobs, total_s (sum of wall s), max_s (slowest job), max_rss_mb (largest job).
+
+    Rules appear in pipeline order when known (plan, shard, aggregate, meta, validate, publish).
+    """
+    grouped = jobs.groupby("rule", sort=False).agg(
+        jobs=("s", "size"),
+        total_s=("s", "sum"),
+        max_s=("s", "max"),
+        max_rss_mb=("max_rss", "max"),
+    )
+    order = sorted(grouped.index, key=_rule_rank)
+    return grouped.loc[order].reset_index()
+
+
+_RULE_ORDER = (
+    "demo",
+    "fetch",
+    "plan",
+    "shard",
+    "aggregate_data",
+    "aggregate_video",
+    "meta",
+    "validate",
+    "publish",
+)
+
+
+def _rule_rank(rule: str) -> tuple[int, str]:
+    return (_RULE_ORDER.index(rule) if rule in _RULE_ORDER else len(_RULE_ORDER), rule)
