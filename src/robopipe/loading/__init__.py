@@ -1,0 +1,11 @@
+"""PyTorch loaders of LeRobot v3.0 datasets: map-style (random access) and streaming.
+
+Items have LeRobotDataset's keys and shapes; see ``robopipe.loading.items``.
+"""
+
+from robopipe.loading.map_dataset import MapDataset
+from robopipe.loading.metadata import DatasetMeta, read_meta
+from robopipe.loading.streaming import StreamingDataset
+from robopipe.loading.windows import mode_delta_timestamps
+
+__all__ = ["DatasetMeta", "MapDataset", "StreamingDataset", "mode_delta_timestamps", "read_meta"]

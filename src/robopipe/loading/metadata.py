@@ -1,0 +1,235 @@
+"""Read a LeRobot v3.0 dataset's metadata and data files from any fsspec URL into numpy.
+
+No HF ``datasets``: parquet is read with pyarrow and every column is held as a numpy array.
+No directory listing either (plain HTTP servers cannot list): the episodes metadata files are
+found by walking ``chunk-XXX/file-YYY`` until one is missing, and the data and video files are
+named by the episode rows, as lerobot 0.6.1 ``DatasetReader.get_item`` does
+(``dataset_reader.py:312-354``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from robopipe.errors import DatasetError
+from robopipe.layout import (
+    DEFAULT_CHUNK_SIZE,
+    INFO_PATH,
+    TASKS_PATH,
+    data_path,
+    episodes_path,
+    next_chunk_file,
+    video_path,
+)
+
+EPISODE_COLUMNS = ("episode_index", "dataset_from_index", "dataset_to_index", "length")
+
+
+def open_url(
+    url: str, storage_options: dict | None = None
+) -> tuple[fsspec.AbstractFileSystem, str]:
+    """Filesystem and root path of a dataset URL.
+
+    ``url`` is a local path, ``http(s)://host/dir``, ``s3://bucket/dir``,
+    ``hf://datasets/<repo>`` or ``hf://buckets/<name>`` (huggingface_hub's HfFileSystem); any
+    other fsspec protocol works too. ``storage_options`` go to the filesystem (for example
+    ``{"client_kwargs": {"endpoint_url": ...}}`` for s3fs).
+    """
+    fs, root = fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+    return fs, root.rstrip("/")
+
+
+@dataclass
+class DatasetMeta:
+    """A v3.0 dataset's metadata, held in memory.
+
+    Attributes:
+        name: dataset name used in error messages.
+        url: the dataset root URL as given.
+        info: ``meta/info.json``.
+        fps: frames per second (int).
+        video_keys: camera keys (features with dtype ``video``), in info.json order.
+        data_keys: non-video feature keys read from the data parquet files.
+        tasks: task strings by ``task_index`` (``meta/tasks.parquet`` row k has task_index k).
+        episodes: episode columns as numpy arrays, one row per episode, row i = episode i:
+            ``episode_index``, ``dataset_from_index``, ``dataset_to_index``, ``length``,
+            ``data/chunk_index``, ``data/file_index`` and per camera
+            ``videos/<cam>/{chunk_index,file_index,from_timestamp,to_timestamp}``
+            (timestamps in seconds from the start of that mp4).
+    """
+
+    name: str
+    url: str
+    info: dict
+    tasks: list[str]
+    episodes: dict[str, np.ndarray]
+    fs: fsspec.AbstractFileSystem = field(repr=False)
+    root: str = ""
+
+    @property
+    def fps(self) -> int:
+        return int(self.info["fps"])
+
+    @property
+    def video_keys(self) -> list[str]:
+        return [k for k, f in self.info["features"].items() if f["dtype"] == "video"]
+
+    @property
+    def data_keys(self) -> list[str]:
+        return [k for k, f in self.info["features"].items() if f["dtype"] not in ("video", "image")]
+
+    @property
+    def num_episodes(self) -> int:
+        return len(self.episodes["episode_index"])
+
+    @property
+    def num_frames(self) -> int:
+        return int(self.episodes["dataset_to_index"][-1]) if self.num_episodes else 0
+
+    def path(self, relative: str) -> str:
+        """Full filesystem path of a file given relative to the dataset root."""
+        return f"{self.root}/{relative}" if self.root else relative
+
+    def data_file(self, episode: int) -> str:
+        """Relative path of the data parquet holding ``episode``."""
+        e = self.episodes
+        return data_path(int(e["data/chunk_index"][episode]), int(e["data/file_index"][episode]))
+
+    def video_file(self, camera: str, episode: int) -> str:
+        """Relative path of the mp4 holding ``episode`` for ``camera``."""
+        e = self.episodes
+        return video_path(
+            camera,
+            int(e[f"videos/{camera}/chunk_index"][episode]),
+            int(e[f"videos/{camera}/file_index"][episode]),
+        )
+
+    def file_ids(self, episode: int) -> list[tuple]:
+        """The (kind, chunk, file) ids of every file ``episode`` lives in (data and each camera)."""
+        e = self.episodes
+        ids = [("data", int(e["data/chunk_index"][episode]), int(e["data/file_index"][episode]))]
+        for cam in self.video_keys:
+            ids.append(
+                (
+                    cam,
+                    int(e[f"videos/{cam}/chunk_index"][episode]),
+                    int(e[f"videos/{cam}/file_index"][episode]),
+                )
+            )
+        return ids
+
+    def episode_of(self, index: np.ndarray | int) -> np.ndarray | int:
+        """Episode holding each global frame index (``index`` column value)."""
+        return np.searchsorted(self.episodes["dataset_to_index"], index, side="right")
+
+
+def read_meta(
+    url: str, *, name: str | None = None, storage_options: dict | None = None
+) -> DatasetMeta:
+    """Read info.json, tasks.parquet and meta/episodes of the v3.0 dataset at ``url``.
+
+    The ``stats/*`` columns of the episodes files are not read (lerobot drops them too,
+    ``io_utils.py:212-218``).
+
+    Raises:
+        DatasetError: not a v3.0 dataset, missing files, or episodes not numbered 0..n-1.
+    """
+    fs, root = open_url(url, storage_options)
+    name = name or root.rstrip("/").rsplit("/", 1)[-1]
+    meta = DatasetMeta(name=name, url=str(url), info={}, tasks=[], episodes={}, fs=fs, root=root)
+    try:
+        meta.info = json.loads(fs.cat_file(meta.path(INFO_PATH)))
+    except FileNotFoundError as err:
+        raise DatasetError(name, "no meta/info.json", file=meta.path(INFO_PATH)) from err
+    if meta.info.get("codebase_version") != "v3.0":
+        raise DatasetError(
+            name,
+            f"codebase_version {meta.info.get('codebase_version')!r}, expected 'v3.0'",
+            file=meta.path(INFO_PATH),
+        )
+    meta.tasks = _read_tasks(meta)
+    meta.episodes = _read_episodes(meta)
+    return meta
+
+
+def _read_tasks(meta: DatasetMeta) -> list[str]:
+    table = _read_parquet(meta, TASKS_PATH, columns=None)
+    order = np.argsort(table.column("task_index").to_numpy())
+    tasks = [table.column("task")[int(i)].as_py() for i in order]
+    if not np.array_equal(np.sort(table.column("task_index").to_numpy()), np.arange(len(tasks))):
+        raise DatasetError(meta.name, "task_index is not 0..n-1", file=meta.path(TASKS_PATH))
+    return tasks
+
+
+def _read_episodes(meta: DatasetMeta) -> dict[str, np.ndarray]:
+    wanted = list(EPISODE_COLUMNS) + ["data/chunk_index", "data/file_index"]
+    for cam in meta.video_keys:
+        wanted += [f"videos/{cam}/{c}" for c in ("chunk_index", "file_index")]
+        wanted += [f"videos/{cam}/{c}" for c in ("from_timestamp", "to_timestamp")]
+    tables = []
+    chunk, file = 0, 0
+    chunks_size = int(meta.info.get("chunks_size", DEFAULT_CHUNK_SIZE))
+    while meta.fs.exists(meta.path(episodes_path(chunk, file))):
+        tables.append(_read_parquet(meta, episodes_path(chunk, file), columns=wanted))
+        chunk, file = next_chunk_file(chunk, file, chunks_size)
+    if not tables:
+        raise DatasetError(meta.name, "no episodes metadata", file=meta.path(episodes_path(0, 0)))
+    table = pa.concat_tables(tables)
+    episodes = {c: table.column(c).to_numpy() for c in wanted}
+    if not np.array_equal(episodes["episode_index"], np.arange(len(table))):
+        raise DatasetError(meta.name, "meta/episodes rows are not episodes 0..n-1 in order")
+    return episodes
+
+
+def _read_parquet(meta: DatasetMeta, relative: str, columns: list[str] | None) -> pa.Table:
+    path = meta.path(relative)
+    try:
+        data = meta.fs.cat_file(path)
+    except FileNotFoundError as err:
+        raise DatasetError(meta.name, "missing file", file=path) from err
+    try:
+        return pq.read_table(io.BytesIO(data), columns=columns)
+    except (pa.ArrowInvalid, KeyError) as err:
+        raise DatasetError(meta.name, f"unreadable parquet: {err}", file=path) from err
+
+
+def read_data_file(meta: DatasetMeta, relative: str) -> dict[str, np.ndarray]:
+    """The data columns of one data parquet file as numpy arrays.
+
+    Each column of ``meta.data_keys`` becomes an array of shape (rows, *feature shape) with
+    the feature's dtype, except features of shape [1], which become (rows,) (as lerobot's
+    items hold them as 0-d tensors). ``list<float>`` and ``fixed_size_list`` both work.
+
+    Raises:
+        DatasetError: missing file or column, or a column whose width differs from info.json.
+    """
+    table = _read_parquet(meta, relative, columns=meta.data_keys)
+    columns = {}
+    for key in meta.data_keys:
+        feature = meta.info["features"][key]
+        shape = tuple(feature["shape"])
+        column = table.column(key).combine_chunks()
+        if pa.types.is_list(column.type) or pa.types.is_fixed_size_list(column.type):
+            values = column.flatten().to_numpy(zero_copy_only=False)
+            if values.size != len(column) * int(np.prod(shape)):
+                raise DatasetError(
+                    meta.name, f"column {key!r} does not have shape {shape}", file=relative
+                )
+            array = values.reshape((len(column), *shape))
+        else:
+            array = column.to_numpy(zero_copy_only=False)
+            if shape != (1,):
+                array = array.reshape((len(column), *shape))
+        columns[key] = array.astype(_numpy_dtype(feature["dtype"]), copy=False)
+    return columns
+
+
+def _numpy_dtype(dtype: str) -> np.dtype:
+    return np.dtype("bool" if dtype == "bool" else dtype)
