@@ -1,0 +1,460 @@
+"""Write LeRobot v2.1 datasets the way lerobot 0.3.x's ``LeRobotDataset`` writer made them.
+
+Layout (lerobot 0.3.x ``datasets/utils.py`` templates, kept in :mod:`robopipe.layout`)::
+
+    meta/info.json  meta/episodes.jsonl  meta/episodes_stats.jsonl  meta/tasks.jsonl
+    data/chunk-XXX/episode_XXXXXX.parquet              one per episode
+    videos/chunk-XXX/<video_key>/episode_XXXXXX.mp4    one per camera per episode
+
+What is reproduced from lerobot 0.3.x:
+
+- ``info.json``: ``create_empty_dataset_info`` key order; the default features
+  (``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index``) come last;
+  a video feature's ``info`` is probed from its first episode's mp4 like ``get_video_info``.
+- Episode parquet: what HF ``datasets`` writes for ``get_hf_features_from_features``: a 1-D
+  feature of shape ``[N > 1]`` is ``fixed_size_list<element: dtype>[N]``, shape ``[1]`` is a
+  plain column, video features have no column, and the schema carries a ``huggingface``
+  metadata key ``{"info": {"features": {...}}}``.
+- Videos: ``video_utils.encode_video_frames``: PyAV, ``add_stream(vcodec, fps,
+  options={"g": "2", "crf": "30"})``, ``pix_fmt`` yuv420p, RGB frames in, encoder flushed.
+- ``episodes_stats.jsonl``: ``compute_stats.compute_episode_stats`` (see :func:`episode_stats`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Self
+
+import av
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from robopipe.atomic import atomic_path, write_json
+from robopipe.errors import DatasetError
+from robopipe.layout import (
+    DEFAULT_CHUNK_SIZE,
+    V21_DATA_PATH,
+    V21_EPISODES_PATH,
+    V21_EPISODES_STATS_PATH,
+    V21_INFO_PATH,
+    V21_TASKS_PATH,
+    V21_VIDEO_PATH,
+)
+
+log = logging.getLogger(__name__)
+
+CODEBASE_VERSION = "v2.1"
+
+# lerobot 0.3.x datasets/utils.py DEFAULT_FEATURES: appended after the user's features.
+V21_DEFAULT_FEATURES = {
+    "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+    "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+    "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+    "index": {"dtype": "int64", "shape": [1], "names": None},
+    "task_index": {"dtype": "int64", "shape": [1], "names": None},
+}
+
+# Codec name accepted here -> PyAV encoder. lerobot 0.3.x passes "libsvtav1" or "h264" to
+# ``add_stream``; "h264" is pinned to libx264 so that the output does not depend on which
+# H.264 encoder FFmpeg happens to prefer.
+ENCODERS = {"libsvtav1": "libsvtav1", "h264": "libx264"}
+
+# lerobot 0.3.x video_utils.encode_video_frames defaults.
+VIDEO_PIX_FMT = "yuv420p"
+VIDEO_GOP = 2
+VIDEO_CRF = 30
+
+
+def estimate_num_samples(
+    dataset_len: int,
+    min_num_samples: int = 100,
+    max_num_samples: int = 10_000,
+    power: float = 0.75,
+) -> int:
+    """Number of frames sampled for image stats (lerobot 0.3.x ``compute_stats.py``).
+
+    ``max(min(n, 100), min(int(n ** 0.75), 10_000))``: 100 frames up to ~500, 177 at 1000.
+    """
+    return max(min(min_num_samples, dataset_len), min(int(dataset_len**power), max_num_samples))
+
+
+def sample_indices(data_len: int) -> np.ndarray:
+    """Frame indices sampled for image stats (lerobot 0.3.x ``compute_stats.sample_indices``).
+
+    Returns int64 indices ``round(linspace(0, data_len - 1, estimate_num_samples(data_len)))``.
+    """
+    num_samples = estimate_num_samples(data_len)
+    return np.round(np.linspace(0, data_len - 1, num_samples)).astype(int)
+
+
+def auto_downsample_height_width(
+    img: np.ndarray, target_size: int = 150, max_size_threshold: int = 300
+) -> np.ndarray:
+    """Stride-subsample a channel-first image (lerobot 0.3.x ``compute_stats.py``).
+
+    ``img`` has shape ``(..., H, W)``. Unchanged when ``max(H, W) < max_size_threshold``,
+    otherwise every ``int(max(H, W) / target_size)``-th row and column is kept.
+    """
+    height, width = img.shape[-2:]
+    if max(width, height) < max_size_threshold:
+        return img
+    factor = int(width / target_size) if width > height else int(height / target_size)
+    return img[..., ::factor, ::factor]
+
+
+def _feature_stats(array: np.ndarray, axis, keepdims: bool) -> dict[str, np.ndarray]:
+    # lerobot 0.3.x compute_stats.get_feature_stats
+    return {
+        "min": np.min(array, axis=axis, keepdims=keepdims),
+        "max": np.max(array, axis=axis, keepdims=keepdims),
+        "mean": np.mean(array, axis=axis, keepdims=keepdims),
+        "std": np.std(array, axis=axis, keepdims=keepdims),
+        "count": np.array([len(array)]),
+    }
+
+
+def video_frame_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-channel stats of a camera's episode, as lerobot 0.3.x ``compute_episode_stats``.
+
+    ``frames``: uint8 ``(T, H, W, 3)``, the RGB frames given to the encoder (lerobot computes
+    them from the PNGs it encodes, not from decoded video). ``sample_indices(T)`` frames are
+    taken, made channel-first and contiguous, downsampled by
+    :func:`auto_downsample_height_width`; min/max/mean/std over axes (0, 2, 3) are divided by
+    255. Returns float64 arrays of shape ``(3, 1, 1)`` and ``count`` = ``[number sampled]``.
+    """
+    sampled = frames[sample_indices(len(frames))].transpose(0, 3, 1, 2)
+    sampled = np.ascontiguousarray(auto_downsample_height_width(sampled))
+    stats = _feature_stats(sampled, axis=(0, 2, 3), keepdims=True)
+    return {k: v if k == "count" else np.squeeze(v / 255.0, axis=0) for k, v in stats.items()}
+
+
+def numeric_stats(data: np.ndarray) -> dict[str, np.ndarray]:
+    """Stats of a numeric feature over its frames (lerobot 0.3.x ``compute_episode_stats``).
+
+    ``data``: ``(T,)`` or ``(T, N)``. min/max/mean/std over axis 0, with ``keepdims`` for 1-D
+    data so that a scalar feature gives arrays of shape ``(1,)``; ``count`` = ``[T]``. The
+    dtype follows numpy (float32 data gives float32 mean/std, int64 data gives float64).
+    """
+    return _feature_stats(data, axis=0, keepdims=data.ndim == 1)
+
+
+def _to_json(stats: Mapping[str, Mapping[str, np.ndarray]]) -> dict:
+    # lerobot 0.3.x utils.serialize_dict: arrays become (nested) lists of Python numbers.
+    return {key: {k: v.tolist() for k, v in ft.items()} for key, ft in stats.items()}
+
+
+def _hf_feature(ft: Mapping) -> dict:
+    # What HF datasets records for lerobot's Value / Sequence(length=N) features.
+    value = {"dtype": ft["dtype"], "_type": "Value"}
+    if list(ft["shape"]) == [1]:
+        return value
+    return {"feature": value, "length": int(ft["shape"][0]), "_type": "Sequence"}
+
+
+def _arrow_type(ft: Mapping) -> pa.DataType:
+    value = pa.from_numpy_dtype(np.dtype(ft["dtype"]))
+    if list(ft["shape"]) == [1]:
+        return value
+    return pa.list_(pa.field("element", value), int(ft["shape"][0]))
+
+
+class V21Writer:
+    """Writes one LeRobot v2.1 dataset, episode by episode.
+
+    Args:
+        root: output folder; created if missing. Existing files of the same names are replaced.
+        fps: frames per second of every episode and video (int).
+        features: the non-default features, in the order they should appear in info.json,
+            ``name -> {"dtype", "shape", "names"}``. Numeric features need a 1-D shape
+            (``[1]`` for a scalar); cameras have ``dtype "video"`` and shape ``[H, W, 3]``
+            (``names`` defaults to ``["height", "width", "channels"]``; ``info`` is probed).
+        robot_type: written to info.json as is (may be None).
+        codec: ``"libsvtav1"`` (lerobot's default, recorded as ``"av1"``) or ``"h264"``
+            (libx264, recorded as ``"h264"``). When PyAV lacks libsvtav1 the writer falls back
+            to libx264 and logs a warning; :attr:`codec` then reads ``"h264"``.
+        chunks_size: episodes per ``chunk-XXX`` folder (lerobot's 1000).
+        preset: libsvtav1 ``preset`` option, or None for the encoder default (as lerobot
+            0.3.x). Ignored for h264.
+        name: dataset name used in error messages; defaults to ``root``'s folder name.
+
+    Raises:
+        ValueError: unknown codec, or a feature shape this writer does not support.
+        RuntimeError: ``codec="h264"`` and PyAV has no libx264.
+
+    Use :meth:`add_episode` for each episode, then :meth:`close` (or a ``with`` block) to write
+    the meta files; nothing under ``meta/`` exists before that.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        fps: int,
+        features: Mapping[str, Mapping],
+        robot_type: str | None = None,
+        codec: str = "libsvtav1",
+        chunks_size: int = DEFAULT_CHUNK_SIZE,
+        preset: int | None = None,
+        name: str | None = None,
+    ) -> None:
+        if codec not in ENCODERS:
+            raise ValueError(f"codec must be one of {sorted(ENCODERS)}, not {codec!r}")
+        if codec == "libsvtav1" and "libsvtav1" not in av.codecs_available:
+            log.warning("PyAV has no libsvtav1 encoder: writing H.264 (libx264) videos instead")
+            codec = "h264"
+        if ENCODERS[codec] not in av.codecs_available:
+            raise RuntimeError(f"PyAV has no {ENCODERS[codec]} encoder")
+        self.root = Path(root)
+        self.name = name or self.root.name
+        self.fps = int(fps)
+        self.codec = codec
+        self.preset = preset
+        self.chunks_size = int(chunks_size)
+        self.features = {k: _check_feature(k, dict(v)) for k, v in features.items()}
+        for key in V21_DEFAULT_FEATURES:
+            if key in self.features:
+                raise ValueError(f"feature {key!r} is added by the writer; do not pass it")
+        self.video_keys = [k for k, ft in self.features.items() if ft["dtype"] == "video"]
+        self.column_keys = [k for k in self.features if k not in self.video_keys]
+        self.robot_type = robot_type
+        self.tasks: dict[str, int] = {}
+        self.episodes: list[dict] = []
+        self.episodes_stats: list[dict] = []
+        self.total_frames = 0
+        self._schema = self._arrow_schema()
+
+    # ------------------------------------------------------------------ episodes
+    def add_episode(
+        self,
+        frames: Mapping[str, np.ndarray],
+        columns: Mapping[str, np.ndarray],
+        task: str,
+    ) -> int:
+        """Write one episode's parquet and mp4s; return its episode index.
+
+        Args:
+            frames: ``video_key -> uint8 (T, H, W, 3)`` RGB frames, one entry per camera.
+            columns: ``name -> (T, N)`` (or ``(T,)`` for shape ``[1]``) per numeric feature;
+                cast to the feature's dtype.
+            task: the episode's task (natural language). Tasks are numbered in order of
+                first appearance.
+
+        The writer adds ``timestamp = frame_index / fps`` (seconds, float32 in the parquet),
+        ``frame_index``, ``episode_index``, the global ``index`` and ``task_index``.
+
+        Raises:
+            DatasetError: missing or extra keys, wrong shapes or dtypes, inconsistent or zero
+                frame counts, or an encoder that did not return exactly one packet per frame.
+        """
+        ep = len(self.episodes)
+        length = self._check_episode(ep, frames, columns)
+        task_index = self.tasks.setdefault(task, len(self.tasks))
+        chunk = ep // self.chunks_size
+
+        frame_index = np.arange(length, dtype=np.int64)
+        values = {k: np.asarray(columns[k], dtype=self.features[k]["dtype"]) for k in columns}
+        defaults = {
+            # lerobot 0.3.x add_frame: timestamp = frame_index / fps, a float64 until the
+            # parquet casts it to float32; stats are computed on the float64 values.
+            "timestamp": frame_index / self.fps,
+            "frame_index": frame_index,
+            "episode_index": np.full(length, ep, dtype=np.int64),
+            "index": np.arange(self.total_frames, self.total_frames + length, dtype=np.int64),
+            "task_index": np.full(length, task_index, dtype=np.int64),
+        }
+
+        data_file = self.root / V21_DATA_PATH.format(episode_chunk=chunk, episode_index=ep)
+        self._write_parquet(data_file, values, defaults)
+        for key in self.video_keys:
+            video_file = self.root / V21_VIDEO_PATH.format(
+                episode_chunk=chunk, video_key=key, episode_index=ep
+            )
+            self._encode(video_file, frames[key], ep)
+            if "info" not in self.features[key]:
+                self.features[key]["info"] = probe_video_info(video_file)
+
+        stats = {}
+        for key in self.features:
+            if key in self.video_keys:
+                stats[key] = video_frame_stats(frames[key])
+            else:
+                stats[key] = numeric_stats(values[key])
+        for key, data in defaults.items():
+            stats[key] = numeric_stats(data)
+
+        self.episodes.append({"episode_index": ep, "tasks": [task], "length": length})
+        self.episodes_stats.append({"episode_index": ep, "stats": _to_json(stats)})
+        self.total_frames += length
+        return ep
+
+    def _check_episode(self, ep: int, frames: Mapping, columns: Mapping) -> int:
+        if set(frames) != set(self.video_keys):
+            raise DatasetError(
+                self.name,
+                f"cameras {sorted(frames)} != video features {self.video_keys}",
+                episode=ep,
+            )
+        if set(columns) != set(self.column_keys):
+            raise DatasetError(
+                self.name, f"columns {sorted(columns)} != features {self.column_keys}", episode=ep
+            )
+        lengths = {k: len(v) for k, v in [*frames.items(), *columns.items()]}
+        length = next(iter(lengths.values()), 0)
+        if length == 0 or any(n != length for n in lengths.values()):
+            raise DatasetError(self.name, f"frame counts differ or are zero: {lengths}", episode=ep)
+        for key in self.video_keys:
+            arr = frames[key]
+            want = (length, *self.features[key]["shape"])
+            if arr.dtype != np.uint8 or arr.shape != want:
+                raise DatasetError(
+                    self.name,
+                    f"camera {key!r}: frames are {arr.dtype} {arr.shape}, expected uint8 {want}",
+                    episode=ep,
+                )
+        for key in self.column_keys:
+            shape = tuple(np.shape(columns[key]))
+            n = self.features[key]["shape"][0]
+            if shape[1:] != (n,) and not (n == 1 and shape[1:] == ()):
+                raise DatasetError(
+                    self.name,
+                    f"column {key!r} has shape {shape}, expected ({length}, {n})",
+                    episode=ep,
+                )
+        return length
+
+    def _arrow_schema(self) -> pa.Schema:
+        fts = {k: self.features[k] for k in self.column_keys} | V21_DEFAULT_FEATURES
+        hf = {"info": {"features": {k: _hf_feature(ft) for k, ft in fts.items()}}}
+        return pa.schema(
+            [pa.field(k, _arrow_type(ft)) for k, ft in fts.items()],
+            metadata={"huggingface": json.dumps(hf)},
+        )
+
+    def _write_parquet(self, path: Path, values: Mapping, defaults: Mapping) -> None:
+        arrays = []
+        for field in self._schema:
+            ft = self.features.get(field.name) or V21_DEFAULT_FEATURES[field.name]
+            data = values.get(field.name, defaults.get(field.name))
+            flat = np.ascontiguousarray(data, dtype=ft["dtype"]).reshape(-1)
+            if pa.types.is_fixed_size_list(field.type):
+                arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(flat), type=field.type))
+            else:
+                arrays.append(pa.array(flat, field.type))
+        with atomic_path(path) as tmp:
+            pq.write_table(pa.Table.from_arrays(arrays, schema=self._schema), tmp)
+
+    def _encode(self, path: Path, frames: np.ndarray, ep: int) -> None:
+        """Encode ``frames`` (uint8 (T, H, W, 3)) to ``path`` like ``encode_video_frames``."""
+        options = {"g": str(VIDEO_GOP), "crf": str(VIDEO_CRF)}
+        if self.codec == "libsvtav1" and self.preset is not None:
+            options["preset"] = str(self.preset)
+        # SVT-AV1 prints a banner per encoder unless its own log level says errors only.
+        os.environ.setdefault("SVT_LOG", "1")
+        packets = 0
+        first_pts = None
+        with atomic_path(path) as tmp:
+            with av.open(str(tmp), "w", format="mp4") as out:
+                stream = out.add_stream(ENCODERS[self.codec], self.fps, options=options)
+                stream.pix_fmt = VIDEO_PIX_FMT
+                stream.height, stream.width = frames.shape[1:3]
+                for frame in [*frames, None]:
+                    video_frame = None
+                    if frame is not None:
+                        video_frame = av.VideoFrame.from_ndarray(frame, format="rgb24")
+                    for packet in stream.encode(video_frame):
+                        first_pts = packet.pts if first_pts is None else first_pts
+                        packets += 1
+                        out.mux(packet)
+            if packets != len(frames) or first_pts != 0:
+                raise DatasetError(
+                    self.name,
+                    f"encoder gave {packets} packets starting at pts {first_pts} "
+                    f"for {len(frames)} frames",
+                    episode=ep,
+                    file=path.relative_to(self.root),
+                )
+
+    # ------------------------------------------------------------------ meta
+    def info(self) -> dict:
+        """The ``meta/info.json`` dict (lerobot 0.3.x ``create_empty_dataset_info`` order)."""
+        n = len(self.episodes)
+        return {
+            "codebase_version": CODEBASE_VERSION,
+            "robot_type": self.robot_type,
+            "total_episodes": n,
+            "total_frames": self.total_frames,
+            "total_tasks": len(self.tasks),
+            "total_videos": n * len(self.video_keys),
+            "total_chunks": -(-n // self.chunks_size),
+            "chunks_size": self.chunks_size,
+            "fps": self.fps,
+            "splits": {"train": f"0:{n}"} if n else {},
+            "data_path": V21_DATA_PATH,
+            "video_path": V21_VIDEO_PATH if self.video_keys else None,
+            "features": copy.deepcopy(self.features | V21_DEFAULT_FEATURES),
+        }
+
+    def close(self) -> None:
+        """Write ``meta/`` (tasks, episodes, episodes_stats, then info.json), each atomically."""
+        tasks = [{"task_index": i, "task": t} for t, i in self.tasks.items()]
+        _write_jsonl(self.root / V21_TASKS_PATH, tasks)
+        _write_jsonl(self.root / V21_EPISODES_PATH, self.episodes)
+        _write_jsonl(self.root / V21_EPISODES_STATS_PATH, self.episodes_stats)
+        write_json(self.root / V21_INFO_PATH, self.info())
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+
+
+def probe_video_info(path: str | Path) -> dict:
+    """A video feature's ``info`` dict, read from an mp4 like lerobot 0.3.x ``get_video_info``.
+
+    Keys, in lerobot's order: ``video.height``, ``video.width``, ``video.codec`` (FFmpeg's
+    canonical name, e.g. ``"av1"``), ``video.pix_fmt``, ``video.is_depth_map`` (False),
+    ``video.fps`` (int of the stream's base rate), ``video.channels`` (3 for yuv420p),
+    ``has_audio``.
+    """
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        info = {
+            "video.height": stream.height,
+            "video.width": stream.width,
+            "video.codec": stream.codec_context.codec.canonical_name,
+            "video.pix_fmt": stream.pix_fmt,
+            "video.is_depth_map": False,
+            "video.fps": int(stream.base_rate),
+            "video.channels": 3,
+            "has_audio": len(container.streams.audio) > 0,
+        }
+    return info
+
+
+def _check_feature(key: str, ft: dict) -> dict:
+    shape = [int(n) for n in ft["shape"]]
+    if ft["dtype"] == "video":
+        if len(shape) != 3 or shape[2] != 3:
+            raise ValueError(f"video feature {key!r}: shape must be [H, W, 3], not {shape}")
+        ft.setdefault("names", ["height", "width", "channels"])
+    elif len(shape) != 1:
+        raise ValueError(f"feature {key!r}: only 1-D numeric features are written, not {shape}")
+    return {"dtype": ft["dtype"], "shape": shape, "names": ft.get("names")} | (
+        {"info": ft["info"]} if "info" in ft else {}
+    )
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    # lerobot 0.3.x writes these with the jsonlines package: json.dumps defaults, UTF-8.
+    with atomic_path(path) as tmp:
+        tmp.write_text(
+            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
+        )
