@@ -1,0 +1,83 @@
+"""Fixtures shared by the whole test suite.
+
+``make_v21``
+    Session-scoped factory of small LeRobot v2.1 datasets written by
+    :func:`robopipe.demo.generate_demo`. Call it with keyword arguments; datasets are cached
+    per argument set for the whole session, so tests that ask for the same parameters share
+    one dataset (treat it as read-only; copy it before changing it)::
+
+        def test_x(make_v21):
+            root = make_v21(episodes=6, cameras=2, height=32, width=48,
+                            min_length=10, max_length=30, codec="libsvtav1", fps=30, seed=0)
+
+    Returns the dataset's root ``Path``. ``cameras`` is a tuple of video keys or a number of
+    cameras: 1 and 2 give the demo's own keys (``observation.images.front``, then
+    ``observation.images.wrist``), more add ``observation.images.cam2``, ``...cam3``, ...
+    The defaults are the ones shown above; every other ``generate_demo`` keyword (``tasks``,
+    ``preset``) is passed through.
+
+``shared_datasets``
+    The folder of real datasets, ``../shared/datasets`` relative to the repository root, as
+    a resolved ``Path``; the test is skipped when that folder is absent (a fresh clone).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from robopipe.demo import DEFAULT_CAMERAS, generate_demo
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def make_v21(tmp_path_factory):
+    """Factory ``make_v21(**params) -> Path`` of cached small v2.1 demo datasets."""
+    cache: dict[tuple, Path] = {}
+
+    def make(
+        *,
+        episodes: int = 6,
+        cameras: int | tuple[str, ...] = 2,
+        height: int = 32,
+        width: int = 48,
+        min_length: int = 10,
+        max_length: int = 30,
+        codec: str = "libsvtav1",
+        fps: int = 30,
+        seed: int = 0,
+        **kwargs,
+    ) -> Path:
+        if isinstance(cameras, int):
+            extra = tuple(f"observation.images.cam{i}" for i in range(2, cameras))
+            cameras = (DEFAULT_CAMERAS + extra)[:cameras]
+        params = dict(
+            episodes=episodes,
+            cameras=tuple(cameras),
+            height=height,
+            width=width,
+            min_length=min_length,
+            max_length=max_length,
+            codec=codec,
+            fps=fps,
+            seed=seed,
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in kwargs.items()},
+        )
+        key = tuple(sorted(params.items()))
+        if key not in cache:
+            root = tmp_path_factory.mktemp("v21") / f"demo{len(cache)}"
+            cache[key] = generate_demo(root, **params)
+        return cache[key]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def shared_datasets() -> Path:
+    """``../shared/datasets`` next to the repository, or skip the test when it is absent."""
+    path = (REPO_ROOT / ".." / "shared" / "datasets").resolve()
+    if not path.is_dir():
+        pytest.skip(f"real datasets not available ({path} is missing)")
+    return path
