@@ -79,9 +79,9 @@ def convert_dataset(
                 key,
                 staging / video_path(key, f["chunk"], f["file"]),
             )
-    write_meta(source, plan, shard_dirs, staging)
+    write_meta(source, plan, shard_dirs, staging / "meta")
     if validate:
         validate_dataset(source, plan, staging, frames=validate_frames, tolerance_s=tolerance_s)
-    publish(staging, output_dir)
+    publish(staging, plan, output_dir)
     shutil.rmtree(work)
     return plan

@@ -48,24 +48,31 @@ INFO_KEYS = (
 )
 
 
-def write_meta(source: V21Source, plan: dict, shard_dirs: dict[str, Path], out_root: Path) -> None:
-    """Write ``meta/`` of the v3.0 dataset at ``out_root`` from the source, plan and shards.
+def write_meta(
+    source: V21Source, plan: dict, shard_dirs: dict[str, Path], meta_dir: Path
+) -> None:
+    """Write the ``meta/`` folder of the v3.0 dataset into ``meta_dir``.
 
     Args:
         source: the v2.1 source (info, tasks, episodes.jsonl, episodes_stats.jsonl).
         plan: the conversion plan (file assignment, output episode indices).
         shard_dirs: shard id -> shard directory (for the episodes' video durations).
-        out_root: the dataset root; files land in ``out_root/meta/``.
+        meta_dir: where ``info.json``, ``stats.json``, ``tasks.parquet`` and ``episodes/`` go.
     """
+    meta_dir = Path(meta_dir)
     durations, time_bases = _video_durations(plan, shard_dirs)
     rows = episode_rows(source, plan, durations, time_bases)
     write_episodes(
-        rows, out_root, plan["options"]["data_file_size_in_mb"], plan["options"]["chunks_size"]
+        rows, meta_dir, plan["options"]["data_file_size_in_mb"], plan["options"]["chunks_size"]
     )
-    write_tasks(source.tasks, out_root / TASKS_PATH)
+    write_tasks(source.tasks, meta_dir / _in_meta(TASKS_PATH))
     kept = [source.episodes_stats[ep["source_episode_index"]] for ep in plan["episodes"]]
-    write_json(out_root / STATS_PATH, aggregate_stats(kept))
-    write_json(out_root / INFO_PATH, convert_info(source.info, plan))
+    write_json(meta_dir / _in_meta(STATS_PATH), aggregate_stats(kept))
+    write_json(meta_dir / _in_meta(INFO_PATH), convert_info(source.info, plan))
+
+
+def _in_meta(path: str) -> Path:
+    return Path(path).relative_to("meta")
 
 
 def convert_info(info: dict, plan: dict) -> dict:
@@ -144,7 +151,7 @@ def episode_rows(
     return rows
 
 
-def write_episodes(rows: list[dict], out_root: Path, file_size_in_mb: float, chunks_size: int):
+def write_episodes(rows: list[dict], meta_dir: Path, file_size_in_mb: float, chunks_size: int):
     """Write the episodes metadata, rolling over to a new file past ``file_size_in_mb``.
 
     The last two columns, ``meta/episodes/chunk_index`` and ``meta/episodes/file_index``, say
@@ -159,7 +166,7 @@ def write_episodes(rows: list[dict], out_root: Path, file_size_in_mb: float, chu
         n = part.num_rows
         part = part.append_column("meta/episodes/chunk_index", pa.array([chunk] * n, pa.int64()))
         part = part.append_column("meta/episodes/file_index", pa.array([file] * n, pa.int64()))
-        with atomic_path(out_root / episodes_path(chunk, file)) as tmp:
+        with atomic_path(meta_dir / _in_meta(episodes_path(chunk, file))) as tmp:
             pq.write_table(part, tmp)
         chunk, file = next_chunk_file(chunk, file, chunks_size)
 

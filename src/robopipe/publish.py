@@ -6,15 +6,20 @@ import shutil
 from pathlib import Path
 
 from robopipe.atomic import atomic_path, link_or_copy
+from robopipe.validate import planned_files
 
 
-def publish(staging: Path, final: Path) -> None:
-    """Make ``final`` a copy of the ``staging`` tree, in one rename.
+def publish(staging: Path, plan: dict, final: Path) -> None:
+    """Make ``final`` the planned data and video files plus ``meta/`` of ``staging``.
 
     Files are hard-linked where the file system allows (no bytes copied), else copied. The
     tree is assembled under a temporary sibling name and renamed onto ``final`` only when
-    complete, so readers never see a partial dataset.
+    complete, so readers never see a partial dataset; files in ``staging`` that the plan does
+    not name (left by an earlier plan) are not published.
     """
     staging = Path(staging)
     with atomic_path(final) as tmp:
-        shutil.copytree(staging, tmp, copy_function=link_or_copy)
+        shutil.copytree(staging / "meta", tmp / "meta", copy_function=link_or_copy)
+        for rel in planned_files(plan):
+            (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+            link_or_copy(staging / rel, tmp / rel)

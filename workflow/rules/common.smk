@@ -1,0 +1,174 @@
+import functools
+
+from snakemake.utils import validate
+
+from robopipe.layout import DEFAULT_TOLERANCE_S, data_path, video_path
+from robopipe.plan import PlanOptions, load_plan, make_plan
+from robopipe.source import load_source
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+if not config.get("datasets"):
+    config["datasets"] = {"demo": {"demo": config.get("demo", {})}}
+
+SOURCE_KINDS = ("path", "repo_id", "demo", "robomimic")
+CONVERSION_DEFAULTS = {
+    "data_file_size_in_mb": PlanOptions.data_file_size_in_mb,
+    "video_file_size_in_mb": PlanOptions.video_file_size_in_mb,
+    "chunks_size": PlanOptions.chunks_size,
+    "episodes_per_batch": PlanOptions.episodes_per_batch,
+    "skip_episodes": [],
+    "restamp_timestamps": False,
+    "tolerance_s": DEFAULT_TOLERANCE_S,
+    "validate_frames": "sample",
+}
+
+
+wildcard_constraints:
+    dataset="[A-Za-z0-9][A-Za-z0-9_.-]*",
+    shard=r"shard-\d+",
+    chunk=r"\d{3}",
+    file=r"\d{3}",
+    video_key="[^/]+",
+
+
+def dataset_names():
+    """Every configured dataset, in config order."""
+    return list(config["datasets"])
+
+
+def source_kind(name):
+    """Which kind of source a dataset has: path, repo_id, demo or robomimic."""
+    return next(k for k in SOURCE_KINDS if k in config["datasets"][name])
+
+
+def source_dir(name):
+    """The v2.1 folder a dataset is converted from (made by a rule unless local)."""
+    entry = config["datasets"][name]
+    kind = source_kind(name)
+    if kind == "path":
+        return entry["path"]
+    return {
+        "repo_id": f"results/{name}/hub",
+        "demo": f"results/{name}/demo",
+        "robomimic": f"results/{name}/robomimic_v21",
+    }[kind]
+
+
+def conversion_options(name):
+    """The dataset's conversion settings: defaults < config `conversion` < the dataset's own."""
+    return {
+        **CONVERSION_DEFAULTS,
+        **config.get("conversion", {}),
+        **config["datasets"][name].get("conversion", {}),
+    }
+
+
+def plan_options(name):
+    options = conversion_options(name)
+    return PlanOptions(
+        data_file_size_in_mb=options["data_file_size_in_mb"],
+        video_file_size_in_mb=options["video_file_size_in_mb"],
+        chunks_size=options["chunks_size"],
+        episodes_per_batch=options["episodes_per_batch"],
+        skip_episodes=tuple(options["skip_episodes"]),
+    )
+
+
+@functools.cache
+def _local_plan(name):
+    return make_plan(load_source(source_dir(name), name), plan_options(name))
+
+
+def plan_of(name):
+    """The conversion plan of a dataset.
+
+    A local source is planned while the DAG is built (metadata and file sizes only), so
+    `snakemake -n` lists every shard and aggregate job; other sources are made by a rule
+    first, and their plan is read back from the `plan` checkpoint.
+    """
+    if source_kind(name) == "path":
+        return _local_plan(name)
+    return load_plan(checkpoints.plan.get(dataset=name).output.plan)
+
+
+def plan_source_input(wildcards):
+    if source_kind(wildcards.dataset) == "path":
+        return [f"{source_dir(wildcards.dataset)}/meta/info.json"]
+    return [source_dir(wildcards.dataset)]
+
+
+def shard_dir(dataset, shard_id):
+    return f"results/{dataset}/shards/{shard_id}"
+
+
+def all_shard_dirs(wildcards):
+    plan = plan_of(wildcards.dataset)
+    return [shard_dir(wildcards.dataset, s["id"]) for s in plan["shards"]]
+
+
+def data_file_shards(wildcards):
+    plan = plan_of(wildcards.dataset)
+    for f in plan["files"]["data"]:
+        if (f["chunk"], f["file"]) == (int(wildcards.chunk), int(wildcards.file)):
+            return [shard_dir(wildcards.dataset, s) for s in f["shards"]]
+    raise ValueError(f"plan of {wildcards.dataset} has no data file {wildcards.chunk}/{wildcards.file}")
+
+
+def video_file_shards(wildcards):
+    plan = plan_of(wildcards.dataset)
+    for f in plan["files"]["videos"].get(wildcards.video_key, []):
+        if (f["chunk"], f["file"]) == (int(wildcards.chunk), int(wildcards.file)):
+            return [shard_dir(wildcards.dataset, s) for s in f["shards"]]
+    raise ValueError(
+        f"plan of {wildcards.dataset} has no {wildcards.video_key} file {wildcards.chunk}/{wildcards.file}"
+    )
+
+
+def staged_files(wildcards):
+    """Every data and video file of the dataset, in its staging folder."""
+    plan = plan_of(wildcards.dataset)
+    root = f"results/{wildcards.dataset}/staging"
+    files = [f"{root}/{data_path(f['chunk'], f['file'])}" for f in plan["files"]["data"]]
+    for key, key_files in plan["files"]["videos"].items():
+        files += [f"{root}/{video_path(key, f['chunk'], f['file'])}" for f in key_files]
+    return files
+
+
+def converted_datasets():
+    """The published v3.0 folders of every configured dataset."""
+    return expand("results/{dataset}/v3.0", dataset=dataset_names())
+
+
+def source_of(wildcards):
+    """params: the dataset's v2.1 source folder."""
+    return source_dir(wildcards.dataset)
+
+
+def conversion_of(wildcards):
+    """params: the dataset's conversion settings."""
+    return conversion_options(wildcards.dataset)
+
+
+def demo_options(wildcards):
+    """params: the demo generator's settings (robopipe.demo.generate_demo keywords)."""
+    options = dict(config["datasets"][wildcards.dataset]["demo"])
+    cameras = options.pop("cameras", 2)
+    options["cameras"] = DEMO_CAMERAS[:cameras]
+    return options
+
+
+def hub_repo_id(wildcards):
+    return config["datasets"][wildcards.dataset]["repo_id"]
+
+
+def hub_revision(wildcards):
+    return config["datasets"][wildcards.dataset].get("revision", "v2.1")
+
+
+DEMO_CAMERAS = (
+    "observation.images.front",
+    "observation.images.wrist",
+    "observation.images.side",
+    "observation.images.top",
+)

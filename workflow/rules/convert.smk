@@ -1,0 +1,115 @@
+# v2.1 -> v3.0: plan, one job per shard, one per final file, meta, validate, publish.
+
+
+checkpoint plan:
+    input:
+        plan_source_input,
+    output:
+        plan="results/{dataset}/plan.json",
+    params:
+        source=source_of,
+        options=conversion_of,
+    log:
+        "results/logs/{dataset}/plan.log",
+    benchmark:
+        "results/benchmarks/{dataset}/plan/plan.tsv"
+    script:
+        "../../scripts/plan.py"
+
+
+rule shard:
+    input:
+        plan="results/{dataset}/plan.json",
+    output:
+        directory("results/{dataset}/shards/{shard}"),
+    params:
+        source=source_of,
+        options=conversion_of,
+    log:
+        "results/logs/{dataset}/shard/{shard}.log",
+    benchmark:
+        "results/benchmarks/{dataset}/shard/{shard}.tsv"
+    script:
+        "../../scripts/shard.py"
+
+
+rule aggregate_data:
+    input:
+        data_file_shards,
+    output:
+        "results/{dataset}/staging/data/chunk-{chunk}/file-{file}.parquet",
+    log:
+        "results/logs/{dataset}/aggregate_data/chunk-{chunk}_file-{file}.log",
+    benchmark:
+        "results/benchmarks/{dataset}/aggregate_data/chunk-{chunk}_file-{file}.tsv"
+    script:
+        "../../scripts/aggregate_data.py"
+
+
+rule aggregate_video:
+    input:
+        video_file_shards,
+    output:
+        "results/{dataset}/staging/videos/{video_key}/chunk-{chunk}/file-{file}.mp4",
+    log:
+        "results/logs/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.log",
+    benchmark:
+        "results/benchmarks/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.tsv"
+    script:
+        "../../scripts/aggregate_video.py"
+
+
+rule meta:
+    input:
+        plan="results/{dataset}/plan.json",
+        shards=all_shard_dirs,
+    output:
+        directory("results/{dataset}/staging/meta"),
+    params:
+        source=source_of,
+    log:
+        "results/logs/{dataset}/meta.log",
+    benchmark:
+        "results/benchmarks/{dataset}/meta/meta.tsv"
+    script:
+        "../../scripts/meta.py"
+
+
+rule validate:
+    input:
+        plan="results/{dataset}/plan.json",
+        meta="results/{dataset}/staging/meta",
+        files=staged_files,
+    output:
+        "results/{dataset}/validation.json",
+    params:
+        source=source_of,
+        options=conversion_of,
+    log:
+        "results/logs/{dataset}/validate.log",
+    benchmark:
+        "results/benchmarks/{dataset}/validate/validate.tsv"
+    script:
+        "../../scripts/validate.py"
+
+
+rule publish:
+    input:
+        validation="results/{dataset}/validation.json",
+        plan="results/{dataset}/plan.json",
+        meta="results/{dataset}/staging/meta",
+        files=staged_files,
+    output:
+        directory("results/{dataset}/v3.0"),
+    log:
+        "results/logs/{dataset}/publish.log",
+    benchmark:
+        "results/benchmarks/{dataset}/publish/publish.tsv"
+    script:
+        "../../scripts/publish.py"
+
+
+rule convert:
+    input:
+        converted_datasets(),
+    default_target: False
