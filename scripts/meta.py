@@ -4,8 +4,8 @@ from pathlib import Path
 
 from robopipe.atomic import atomic_path
 from robopipe.jobs import logged
-from robopipe.plan import load_plan
 from robopipe.meta import write_meta
+from robopipe.plan import load_plan
 from robopipe.source import load_source
 
 with logged(snakemake) as log:

@@ -1,0 +1,32 @@
+"""Snakemake script of rules report_dataset (one dataset's figures) and report (summary.csv)."""
+
+import sys
+from pathlib import Path
+
+from robopipe.report import build_dataset_report, merge_summaries
+
+
+def _paths(item) -> list[str]:
+    """A named input as a list: a function may give one path (str) or several."""
+    return [item] if isinstance(item, str) else list(item)
+
+
+def main(smk) -> None:
+    if smk.rule == "report":
+        merge_summaries(_paths(smk.input), smk.output[0])
+        return
+    inputs = smk.input
+    build_dataset_report(
+        smk.wildcards.dataset,
+        Path(smk.output.summary).parent,
+        bench=_paths(inputs.get("bench", [])),
+        ceilings=_paths(inputs.get("ceilings", [])),
+        conversion_tsvs=_paths(inputs.get("conversion", [])),
+        lerobot=_paths(inputs.get("lerobot", [])),
+    )
+
+
+if __name__ == "__main__":
+    with open(snakemake.log[0], "w") as log:  # noqa: F821
+        sys.stderr = log
+        main(snakemake)  # noqa: F821
