@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 from dataclasses import dataclass, field
 
 import fsspec
@@ -70,8 +71,20 @@ class DatasetMeta:
     info: dict
     tasks: list[str]
     episodes: dict[str, np.ndarray]
-    fs: fsspec.AbstractFileSystem = field(repr=False)
+    storage_options: dict | None = None
     root: str = ""
+    _fs: tuple[int, fsspec.AbstractFileSystem] | None = field(default=None, repr=False)
+
+    def __getstate__(self):
+        return {**self.__dict__, "_fs": None}
+
+    @property
+    def fs(self) -> fsspec.AbstractFileSystem:
+        """The dataset's filesystem, opened again in each process (async ones are not
+        fork-safe)."""
+        if self._fs is None or self._fs[0] != os.getpid():
+            self._fs = (os.getpid(), open_url(self.url, self.storage_options)[0])
+        return self._fs[1]
 
     @property
     def fps(self) -> int:
@@ -143,7 +156,16 @@ def read_meta(
     """
     fs, root = open_url(url, storage_options)
     name = name or root.rstrip("/").rsplit("/", 1)[-1]
-    meta = DatasetMeta(name=name, url=str(url), info={}, tasks=[], episodes={}, fs=fs, root=root)
+    meta = DatasetMeta(
+        name=name,
+        url=str(url),
+        info={},
+        tasks=[],
+        episodes={},
+        storage_options=storage_options,
+        root=root,
+        _fs=(os.getpid(), fs),
+    )
     try:
         meta.info = json.loads(fs.cat_file(meta.path(INFO_PATH)))
     except FileNotFoundError as err:
