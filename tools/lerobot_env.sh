@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Create the opt-in lerobot 0.6.1 reference environment in .venv-lerobot/ (repo root).
+# Used only by benchmarks/lerobot_compat.py, benchmarks/convert_speed.py and the opt-in
+# compatibility test; robopipe itself never imports lerobot.
+# Usage: tools/lerobot_env.sh            (re-running is safe: pip skips what is installed)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv-lerobot"
+
+find_python312() {
+    if command -v pyenv >/dev/null 2>&1; then
+        local prefix
+        if prefix="$(pyenv prefix 3.12.1 2>/dev/null)" && [ -x "$prefix/bin/python3.12" ]; then
+            echo "$prefix/bin/python3.12"
+            return
+        fi
+    fi
+    local candidate
+    for candidate in python3.12 "${PYENV_ROOT:-$HOME/.pyenv}/versions/3.12.1/bin/python3.12"; do
+        if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import venv' 2>/dev/null; then
+            command -v "$candidate"
+            return
+        fi
+    done
+    return 1
+}
+
+if ! python312="$(find_python312)"; then
+    echo "error: lerobot 0.6.1 needs Python 3.12, none found (tried 'pyenv prefix 3.12.1'," \
+        "python3.12 on PATH). Install one, e.g. 'pyenv install 3.12.1'." >&2
+    exit 1
+fi
+
+echo "using $python312 ($("$python312" --version))"
+if [ ! -x "$venv/bin/python" ]; then
+    "$python312" -m venv "$venv"
+fi
+"$venv/bin/python" -m pip install --upgrade pip
+time "$venv/bin/python" -m pip install \
+    torch==2.11.0 torchvision==0.26.0 torchcodec==0.11.1 "lerobot[dataset]==0.6.1"
+"$venv/bin/python" -c 'import lerobot, torch; print("lerobot", lerobot.__version__, "torch", torch.__version__)'
+echo "ready: $venv/bin/python"
