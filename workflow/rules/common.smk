@@ -2,6 +2,7 @@ import functools
 
 from snakemake.utils import validate
 
+from robopipe.demo import demo_cameras
 from robopipe.layout import DEFAULT_TOLERANCE_S, data_path, video_path
 from robopipe.plan import PlanOptions, load_plan, make_plan
 from robopipe.source import load_source
@@ -153,8 +154,7 @@ def conversion_of(wildcards):
 def demo_options(wildcards):
     """params: the demo generator's settings (robopipe.demo.generate_demo keywords)."""
     options = dict(config["datasets"][wildcards.dataset]["demo"])
-    cameras = options.pop("cameras", 2)
-    options["cameras"] = DEMO_CAMERAS[:cameras]
+    options["cameras"] = demo_cameras(options.get("cameras", 2))
     return options
 
 
@@ -165,10 +165,3 @@ def hub_repo_id(wildcards):
 def hub_revision(wildcards):
     return config["datasets"][wildcards.dataset].get("revision", "v2.1")
 
-
-DEMO_CAMERAS = (
-    "observation.images.front",
-    "observation.images.wrist",
-    "observation.images.side",
-    "observation.images.top",
-)
