@@ -148,20 +148,24 @@ class _Camera:
     def render(self, state: np.ndarray, colour: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Frames uint8 (T, H, W, 3) for a state trajectory (T, 6)."""
         h, w = self.height, self.width
-        a, b = (0, 1) if self.index % 2 == 0 else (2, 3)  # joints that move this camera's view
-        # Background: a window into the texture that moves with two joints.
-        y0 = np.round((state[:, a] + 2) * h / 2).astype(int) % self.period[0]
-        x0 = np.round((state[:, b] + 2) * w / 2).astype(int) % self.period[1]
+        even = self.index % 2 == 0
+        j = 0 if even else 3  # joint j moves the background, joints j+1, j+2 the shape
+        # Background: a window into the texture that pans one pixel per frame along one axis
+        # (x for even cameras, y for odd ones) and follows a joint along the other.
+        pan = np.arange(len(state))
+        follow = np.round((state[:, j] + 2) * min(h, w) / 2).astype(int)
+        y0, x0 = (follow, pan) if even else (pan, follow)
+        y0, x0 = y0 % self.period[0], x0 % self.period[1]
         frames = np.empty((len(state), h, w, 3), dtype=np.uint8)
         for t, (y, x) in enumerate(zip(y0, x0, strict=True)):
             frames[t] = self.texture[y : y + h, x : x + w]
         # Shape: a disk (even cameras) or a square (odd cameras) placed by two other joints.
-        cy = h / 2 + np.tanh(state[:, 4 - a]) * h / 3
-        cx = w / 2 + np.tanh(state[:, 5 - a]) * w / 3
+        cy = h / 2 + np.tanh(state[:, j + 1]) * h / 3
+        cx = w / 2 + np.tanh(state[:, j + 2]) * w / 3
         size = np.float32(min(h, w) / 6)
         dy = np.arange(h, dtype=np.float32)[None, :] - cy[:, None]  # (T, H)
         dx = np.arange(w, dtype=np.float32)[None, :] - cx[:, None]  # (T, W)
-        if self.index % 2 == 0:
+        if even:
             inside = dy[:, :, None] ** 2 + dx[:, None, :] ** 2 < size**2
         else:
             inside = (np.abs(dy) < size)[:, :, None] & (np.abs(dx) < size)[:, None, :]
