@@ -123,9 +123,10 @@ def load_source(root: str | Path, name: str) -> V21Source:
         if episode["episode_index"] != position:
             raise DatasetError(
                 name,
-                f"episode indices are not contiguous: expected {position}, found "
-                f"{episode['episode_index']} (lerobot requires episodes 0..N-1)",
-                episode=episode["episode_index"],
+                f"episode indices are not contiguous: episode {position} is not listed (the "
+                f"next is {episode['episode_index']}); v3.0 requires episodes 0..N-1, leave "
+                "episodes out with `skip_episodes` instead",
+                episode=position,
                 file=V21_EPISODES_PATH,
             )
     if len(episodes) != info["total_episodes"]:
