@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from robopipe.demo import DEFAULT_CAMERAS, generate_demo
+from robopipe.demo import demo_cameras, generate_demo
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,8 +51,7 @@ def make_v21(tmp_path_factory):
         **kwargs,
     ) -> Path:
         if isinstance(cameras, int):
-            extra = tuple(f"observation.images.cam{i}" for i in range(2, cameras))
-            cameras = (DEFAULT_CAMERAS + extra)[:cameras]
+            cameras = demo_cameras(cameras)
         params = dict(
             episodes=episodes,
             cameras=tuple(cameras),

@@ -234,3 +234,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def demo_cameras(count: int) -> tuple[str, ...]:
+    """The video keys of a demo dataset with ``count`` cameras: the demo's own two
+    (``observation.images.front``, ``observation.images.wrist``), then
+    ``observation.images.cam2``, ``observation.images.cam3``, ..."""
+    extra = tuple(f"observation.images.cam{i}" for i in range(2, count))
+    return (DEFAULT_CAMERAS + extra)[:count]
