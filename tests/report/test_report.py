@@ -1,0 +1,170 @@
+"""The report library on fixture results (tests/report/fixtures/): figures, tables, errors."""
+
+import json
+import shutil
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+
+from robopipe.errors import DatasetError
+from robopipe.report import FIGURES, build_dataset_report, merge_summaries
+from robopipe.report.results import conversion_by_rule, load_benchmarks, load_scenarios
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_inputs(dataset: str) -> dict:
+    bench = FIXTURES / "bench" / dataset
+    return {
+        "bench": sorted(bench.glob("*_n*.json")),
+        "ceilings": [bench / "ceiling.json"],
+        "conversion_tsvs": sorted((FIXTURES / "benchmarks" / dataset).rglob("*.tsv")),
+        "lerobot": list(bench.glob("lerobot_convert.json")),
+    }
+
+
+def svg_text(path: Path) -> str:
+    """The figure's text: matplotlib draws text as paths and keeps each string in a comment."""
+    parser = ET.XMLParser(target=ET.TreeBuilder(insert_comments=True))
+    root = ET.parse(path, parser=parser).getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    return "\n".join(el.text for el in root.iter() if el.tag is ET.Comment)
+
+
+def assert_png(path: Path) -> None:
+    with Image.open(path) as image:
+        image.load()
+        assert image.format == "PNG"
+        assert image.width >= 600 and image.height >= 200
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("report") / "demo"
+    build_dataset_report("demo", out, **fixture_inputs("demo"))
+    return out
+
+
+def test_every_figure_is_written_as_readable_svg_and_png(demo):
+    for stem in FIGURES:
+        assert svg_text(demo / f"{stem}.svg"), stem
+        assert_png(demo / f"{stem}.png")
+    scenarios = sorted(p.stem for p in fixture_inputs("demo")["bench"])
+    assert sorted(p.stem for p in (demo / "scenarios").glob("*.svg")) == scenarios
+    for name in scenarios:
+        assert name in svg_text(demo / "scenarios" / f"{name}.svg")
+        assert_png(demo / "scenarios" / f"{name}.png")
+
+
+def test_axes_carry_units_and_scenario_names(demo):
+    expected = {
+        "throughput": ["samples/s", "decoded frames/s per node", "640 frames/s", "1,850 frames/s"],
+        "latency": ["latency per sample, ms", "p99 200.0"],
+        "first_batch": ["time to the first batch, s"],
+        "peak_rss": ["peak RSS (main process and workers), MB", "16,000"],
+        "scaling_workers": ["DataLoader workers per node", "samples/s"],
+        "scaling_nodes": ["nodes", "decoded frames/s, all nodes"],
+        "conversion_rules": ["shard (6 jobs)", "summed over the rule's jobs, s", "MB"],
+        "conversion_shards": ["shard-00005", "wall time, s", "peak RSS, MB"],
+        "lerobot_convert": ["50 episodes", "7.10", "905"],
+    }
+    for stem, strings in expected.items():
+        text = svg_text(demo / f"{stem}.svg")
+        for s in strings:
+            assert s in text, (stem, s)
+    throughput = svg_text(demo / "throughput.svg")
+    for path in fixture_inputs("demo")["bench"]:
+        assert path.stem in throughput
+
+
+def test_missing_optional_results_give_figures_that_say_so(tmp_path):
+    build_dataset_report("tiny", tmp_path / "tiny", **fixture_inputs("tiny"))
+    assert "only one node count was measured" in svg_text(tmp_path / "tiny/scaling_nodes.svg")
+    assert "two or more worker counts" in svg_text(tmp_path / "tiny/scaling_workers.svg")
+    assert "was not measured" in svg_text(tmp_path / "tiny/lerobot_convert.svg")
+
+    build_dataset_report("empty", tmp_path / "empty")
+    for stem in FIGURES:
+        assert_png(tmp_path / "empty" / f"{stem}.png")
+    for stem in ("throughput", "latency", "first_batch", "peak_rss", "scaling_nodes"):
+        assert "no benchmark scenario" in svg_text(tmp_path / "empty" / f"{stem}.svg")
+    assert "no conversion benchmark" in svg_text(tmp_path / "empty/conversion_rules.svg")
+    assert list((tmp_path / "empty/scenarios").iterdir()) == []
+    assert pd.read_csv(tmp_path / "empty/summary.csv").empty
+
+
+def test_summary_has_one_flat_row_per_scenario(demo):
+    summary = pd.read_csv(demo / "summary.csv")
+    assert len(summary) == len(fixture_inputs("demo")["bench"])
+    row = summary.set_index("scenario").loc["robopipe_map_local_single_cpu_w2_n1"]
+    assert row["samples_per_s"] == 520.0
+    assert row["latency_p99_ms"] == pytest.approx(23.08)
+    assert row["decoder_cache_hits"] == 900
+    assert row["ceiling_random_frames_per_s_per_core"] == 640.0
+    assert "ranks" not in summary.columns
+    # grouped by loader, in the contract's order
+    assert list(dict.fromkeys(summary["loader"])) == [
+        "robopipe_map",
+        "robopipe_stream",
+        "lerobot_map",
+        "lerobot_stream",
+        "robomimic_hdf5",
+    ]
+
+
+def test_merge_summaries_concatenates_datasets(demo, tmp_path):
+    build_dataset_report("tiny", tmp_path / "tiny", **fixture_inputs("tiny"))
+    merged = pd.read_csv(
+        merge_summaries([demo / "summary.csv", tmp_path / "tiny/summary.csv"], tmp_path / "s.csv")
+    )
+    assert sorted(merged["dataset"].unique()) == ["demo", "tiny"]
+    assert len(merged) == len(fixture_inputs("demo")["bench"]) + 1
+
+
+def test_benchmark_tsvs_per_job_and_per_rule():
+    jobs = load_benchmarks("demo", fixture_inputs("demo")["conversion_tsvs"])
+    validate = jobs.set_index("rule").loc["validate"]
+    # a repeat() TSV: mean wall time of its runs, max RSS ignoring Snakemake's NA
+    assert validate["s"] == pytest.approx((1.7 + 1.9) / 2)
+    assert validate["max_rss"] == 260.0
+    per_rule = conversion_by_rule(jobs)
+    assert list(per_rule["rule"])[:4] == ["demo", "plan", "shard", "aggregate_data"]
+    shard = per_rule.set_index("rule").loc["shard"]
+    assert shard["jobs"] == 6
+    assert shard["total_s"] == pytest.approx(jobs[jobs["rule"] == "shard"]["s"].sum())
+
+
+def test_many_shards_are_plotted_by_ordinal(tmp_path):
+    template = next((FIXTURES / "benchmarks/demo/shard").glob("*.tsv"))
+    tsvs = []
+    for i in range(55):
+        tsv = tmp_path / "benchmarks/big/shard" / f"shard-{i:05d}.tsv"
+        tsv.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(template, tsv)
+        tsvs.append(tsv)
+    build_dataset_report("big", tmp_path / "big", conversion_tsvs=tsvs)
+    text = svg_text(tmp_path / "big/conversion_shards.svg")
+    assert "shard (ordinal by name, 55 shards)" in text
+    assert "shard-00054" not in text
+
+
+def test_bad_result_files_name_dataset_and_file(tmp_path):
+    good = json.loads(fixture_inputs("demo")["bench"][0].read_text())
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps({k: v for k, v in good.items() if k != "samples_per_s"}))
+    with pytest.raises(DatasetError, match=r"dataset 'demo': file .*broken.json: .*samples_per_s"):
+        load_scenarios("demo", [broken])
+
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**good, "dataset": "other"}))
+    with pytest.raises(DatasetError, match=r"other.json: result file is for dataset 'other'"):
+        load_scenarios("demo", [other])
+
+    tsv = tmp_path / "shard" / "shard-00000.tsv"
+    tsv.parent.mkdir()
+    tsv.write_text("h:m:s\tio_in\n0:00:01\t1.0\n")
+    with pytest.raises(DatasetError, match=r"shard-00000.tsv: benchmark TSV lacks"):
+        load_benchmarks("demo", [tsv])

@@ -1,0 +1,146 @@
+# The report: figures (SVG in the HTML report, PNG for the README) and tables from the
+# benchmark results and the conversion rules' benchmark: files.
+#
+# Granularity: report() labels are per output file, so each dataset gets one figure per kind
+# (category Dataloading, Scaling or Conversion; subcategory = the dataset; label "figure"), and
+# one card per benchmark scenario, registered through a directory pattern whose wildcards are
+# the scenario's loader, source, mode, decode, workers and nodes: the HTML report lists the
+# cards as a table with one column per wildcard, and its search filters them.
+#
+# From common.smk: dataset_names(), and report_inputs(wildcards) -> {"bench": [scenario JSONs],
+# "ceilings": [ceiling JSON], "conversion": [benchmark TSVs], "lerobot": [existing JSONs]}.
+
+# One dataset's figures, each an SVG (registered below) and a PNG; robopipe.report.FIGURES.
+REPORT_FIGURES = [
+    "throughput",
+    "latency",
+    "first_batch",
+    "peak_rss",
+    "scaling_workers",
+    "scaling_nodes",
+    "conversion_rules",
+    "conversion_shards",
+    "lerobot_convert",
+]
+# Scenario cards, {loader}_{source}_{mode}_{decode}_w{workers}_n{nodes}.svg: every loader
+# name is two words joined by "_", a source is one word, a mode may contain "_".
+REPORT_SCENARIO_CARD = (
+    "{loader,[a-z0-9]+_[a-z0-9]+}_{source,[a-z0-9]+}_{mode,[^/]+}_{decode,cpu|cuda}"
+    "_w{workers,[0-9]+}_n{nodes,[0-9]+}.svg"
+)
+
+
+rule report_dataset:
+    input:
+        unpack(report_inputs),
+    output:
+        throughput=report(
+            "results/report/{dataset}/throughput.svg",
+            caption="../report/throughput.rst",
+            category="Dataloading",
+            subcategory="{dataset}",
+            labels={"figure": "throughput"},
+        ),
+        latency=report(
+            "results/report/{dataset}/latency.svg",
+            caption="../report/latency.rst",
+            category="Dataloading",
+            subcategory="{dataset}",
+            labels={"figure": "latency p50/p95/p99"},
+        ),
+        first_batch=report(
+            "results/report/{dataset}/first_batch.svg",
+            caption="../report/first_batch.rst",
+            category="Dataloading",
+            subcategory="{dataset}",
+            labels={"figure": "first-batch latency"},
+        ),
+        peak_rss=report(
+            "results/report/{dataset}/peak_rss.svg",
+            caption="../report/peak_rss.rst",
+            category="Dataloading",
+            subcategory="{dataset}",
+            labels={"figure": "peak RSS"},
+        ),
+        scaling_workers=report(
+            "results/report/{dataset}/scaling_workers.svg",
+            caption="../report/scaling_workers.rst",
+            category="Scaling",
+            subcategory="{dataset}",
+            labels={"figure": "workers"},
+        ),
+        scaling_nodes=report(
+            "results/report/{dataset}/scaling_nodes.svg",
+            caption="../report/scaling_nodes.rst",
+            category="Scaling",
+            subcategory="{dataset}",
+            labels={"figure": "nodes"},
+        ),
+        conversion_rules=report(
+            "results/report/{dataset}/conversion_rules.svg",
+            caption="../report/conversion_rules.rst",
+            category="Conversion",
+            subcategory="{dataset}",
+            labels={"figure": "per rule"},
+        ),
+        conversion_shards=report(
+            "results/report/{dataset}/conversion_shards.svg",
+            caption="../report/conversion_shards.rst",
+            category="Conversion",
+            subcategory="{dataset}",
+            labels={"figure": "per shard"},
+        ),
+        lerobot_convert=report(
+            "results/report/{dataset}/lerobot_convert.svg",
+            caption="../report/lerobot_convert.rst",
+            category="Conversion",
+            subcategory="{dataset}",
+            labels={"figure": "vs lerobot"},
+        ),
+        png=expand("results/report/{{dataset}}/{name}.png", name=REPORT_FIGURES),
+        scenarios=report(
+            directory("results/report/{dataset}/scenarios"),
+            patterns=[REPORT_SCENARIO_CARD],
+            caption="../report/scenario.rst",
+            category="Dataloading",
+            subcategory="{dataset} scenarios",
+            labels={
+                "loader": "{loader}",
+                "source": "{source}",
+                "mode": "{mode}",
+                "decode": "{decode}",
+                "workers": "{workers}",
+                "nodes": "{nodes}",
+            },
+        ),
+        conversion=report(
+            "results/report/{dataset}/conversion.csv",
+            caption="../report/conversion_table.rst",
+            category="Conversion",
+            subcategory="{dataset}",
+            labels={"figure": "table per rule"},
+        ),
+        summary="results/report/{dataset}/summary.csv",
+    log:
+        "results/logs/{dataset}/report.log",
+    localrule: True
+    script:
+        "../../scripts/report.py"
+
+
+rule report:
+    input:
+        expand("results/report/{dataset}/summary.csv", dataset=dataset_names()),
+    output:
+        report(
+            "results/report/summary.csv",
+            caption="../report/summary.rst",
+            category="Dataloading",
+            subcategory="all datasets",
+            labels={"table": "summary, one row per scenario"},
+        ),
+    log:
+        "results/logs/report.log",
+    localrule: True
+    script:
+        "../../scripts/report.py"
