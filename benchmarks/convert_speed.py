@@ -1,0 +1,184 @@
+"""Conversion speed: lerobot 0.6.1's converter vs robopipe's whole Snakemake conversion.
+
+For each episode count N: generate the demo dataset (``python -m robopipe.demo``, 2 cameras;
+cached under ``--work``), then, same machine, same run:
+
+- lerobot: ``python -m lerobot.scripts.convert_dataset_v21_to_v30`` run as a whole process
+  (interpreter start and imports included) on a writable copy of the source (it converts in
+  place; copying is not timed), offline (``HF_HUB_OFFLINE=1``, ``HF_HOME`` in the work dir).
+  Peak RSS is the process's ``ru_maxrss`` from ``os.wait4``.
+- robopipe: ``snakemake convert`` as a whole process, in a fresh Snakemake working directory,
+  with a config naming the local source. Validation is part of that run (publish needs it);
+  the comparison uses the run's wall time minus the ``validate`` job's wall time, which is
+  exact enough because validate runs alone (after every aggregate and meta job, before
+  publish). Each job's peak RSS comes from Snakemake's benchmark TSVs
+  (``results/benchmarks/{dataset}/{rule}/{name}.tsv``, column ``max_rss``, MB).
+
+Prints the figures and writes ``{results}/bench/{dataset}/lerobot_convert.json`` (fields of
+/work/notes' bench contract: dataset, episodes, lerobot_wall_s, lerobot_peak_rss_mb,
+robopipe_wall_s, robopipe_max_job_rss_mb; plus the validation figures and the machine's CPU
+count) and copies the TSVs to ``{results}/benchmarks/{dataset}/``.
+
+Needs ``.venv-lerobot`` (``tools/lerobot_env.sh``). Usage::
+
+    python benchmarks/convert_speed.py --episodes 100 500 1000 [--cores 2] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from lerobot_compat import LEROBOT_PYTHON, REPO, lerobot_convert_command, offline_env, writable_copy
+
+from robopipe.atomic import write_json
+from robopipe.layout import DEFAULT_DATA_FILE_SIZE_IN_MB, DEFAULT_VIDEO_FILE_SIZE_IN_MB
+
+
+def timed_process(cmd: list[str], log: Path, env: dict | None = None, cwd: Path | None = None):
+    """Run ``cmd`` to completion; return (wall seconds, peak RSS in MB of the process itself).
+
+    Raises:
+        SystemExit: the command failed (its log is named).
+    """
+    with open(log, "w") as f:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd)
+        _, status, rusage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        sys.exit(f"{cmd[:3]} failed (exit {proc.returncode}), see {log}")
+    return wall, rusage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+
+
+def demo_source(work: Path, episodes: int) -> Path:
+    """The N-episode demo dataset, generated once per work dir."""
+    root = work / "sources" / f"demo{episodes}"
+    if not (root / "meta/info.json").exists():
+        print(f"generating {root} ...", flush=True)
+        cmd = [sys.executable, "-m", "robopipe.demo", str(root), "--episodes", str(episodes)]
+        subprocess.run(cmd, check=True)
+    return root
+
+
+def run_lerobot(source: Path, work: Path, name: str) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of lerobot's converter on a copy of ``source``."""
+    root = work / "lerobot" / name
+    for path in (root, root.with_name(name + "_old"), root.with_name(name + "_v30")):
+        shutil.rmtree(path, ignore_errors=True)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    writable_copy(source, root)
+    cmd = lerobot_convert_command(
+        root, DEFAULT_DATA_FILE_SIZE_IN_MB, DEFAULT_VIDEO_FILE_SIZE_IN_MB, 1000
+    )
+    hf_home = work / "hf"
+    shutil.rmtree(hf_home, ignore_errors=True)  # no arrow cache left from an earlier run
+    return timed_process(cmd, work / f"{name}.lerobot.log", env=offline_env(hf_home))
+
+
+def run_snakemake(source: Path, work: Path, name: str, cores: int) -> float:
+    """Wall seconds of ``snakemake convert`` in a fresh working directory ``work/snakemake``."""
+    workdir = work / "snakemake"
+    shutil.rmtree(workdir / "results" / name, ignore_errors=True)
+    for sub in ("benchmarks", "logs"):
+        shutil.rmtree(workdir / "results" / sub / name, ignore_errors=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / f"{name}.yaml"
+    config.write_text(json.dumps({"datasets": {name: {"path": str(source)}}}))
+    cmd = ["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    cmd += ["--configfile", str(config), "--cores", str(cores), "convert"]
+    wall, _ = timed_process(cmd, work / f"{name}.snakemake.log", cwd=REPO)
+    return wall
+
+
+def read_benchmarks(folder: Path) -> dict[str, list[dict]]:
+    """Snakemake benchmark TSV rows per rule: ``{rule: [{"s": .., "max_rss": ..}, ...]}``."""
+    rows: dict[str, list[dict]] = {}
+    for tsv in sorted(folder.glob("*/*.tsv")):
+        with open(tsv) as f:
+            for row in csv.DictReader(f, delimiter="\t"):
+                rows.setdefault(tsv.parent.name, []).append(
+                    {"s": float(row["s"]), "max_rss": _float_or_zero(row["max_rss"])}
+                )
+    return rows
+
+
+def _float_or_zero(value: str) -> float:
+    """Snakemake writes ``NA`` for jobs too short to sample."""
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0
+
+
+def measure(episodes: int, work: Path, results: Path, cores: int) -> dict:
+    """Time both converters on the N-episode demo; write and return lerobot_convert.json."""
+    name = f"demo{episodes}"
+    source = demo_source(work, episodes)
+    frames = json.loads((source / "meta/info.json").read_text())["total_frames"]
+    load_before = os.getloadavg()[0]
+    lerobot_wall, lerobot_rss = run_lerobot(source, work, name)
+    snakemake_wall = run_snakemake(source, work, name, cores)
+    benchmarks = work / "snakemake" / "results" / "benchmarks" / name
+    jobs = read_benchmarks(benchmarks)
+    validate_s = sum(r["s"] for r in jobs.get("validate", []))
+    conversion_jobs = {rule: rows for rule, rows in jobs.items() if rule != "validate"}
+    result = {
+        "dataset": name,
+        "episodes": episodes,
+        "frames": frames,
+        "cores": cores,
+        "lerobot_wall_s": round(lerobot_wall, 3),
+        "lerobot_peak_rss_mb": round(lerobot_rss, 1),
+        "robopipe_wall_s": round(snakemake_wall - validate_s, 3),
+        "robopipe_max_job_rss_mb": max(
+            r["max_rss"] for rows in conversion_jobs.values() for r in rows
+        ),
+        "robopipe_jobs": {rule: len(rows) for rule, rows in conversion_jobs.items()},
+        "snakemake_wall_s_with_validation": round(snakemake_wall, 3),
+        "validate_s": validate_s,
+        "validate_max_rss_mb": max((r["max_rss"] for r in jobs.get("validate", [])), default=None),
+        "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
+    }
+    write_json(results / "bench" / name / "lerobot_convert.json", result)
+    shutil.copytree(benchmarks, results / "benchmarks" / name, dirs_exist_ok=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--episodes", type=int, nargs="+", default=[100, 500, 1000])
+    parser.add_argument("--cores", type=int, default=os.cpu_count(), help="snakemake --cores")
+    parser.add_argument("--work", type=Path, default=REPO / "results" / "convert_speed")
+    parser.add_argument("--results", type=Path, default=REPO / "results")
+    args = parser.parse_args(argv)
+    if not LEROBOT_PYTHON.exists():
+        sys.exit(f"{LEROBOT_PYTHON} missing: run tools/lerobot_env.sh first")
+    work = args.work.resolve()
+    print(
+        f"{'episodes':>8} {'frames':>7} {'lerobot s':>9} {'robopipe s':>10} {'ratio':>6} "
+        f"{'lerobot MB':>10} {'max job MB':>10} {'validate s':>10} {'val. MB':>7}"
+    )
+    for episodes in args.episodes:
+        r = measure(episodes, work, args.results.resolve(), args.cores)
+        ratio = r["robopipe_wall_s"] / r["lerobot_wall_s"]
+        print(
+            f"{episodes:>8} {r['frames']:>7} {r['lerobot_wall_s']:>9.1f} "
+            f"{r['robopipe_wall_s']:>10.1f} {ratio:>6.2f} {r['lerobot_peak_rss_mb']:>10.0f} "
+            f"{r['robopipe_max_job_rss_mb']:>10.0f} {r['validate_s']:>10.1f} "
+            f"{r['validate_max_rss_mb'] or 0:>7.0f}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
