@@ -83,7 +83,18 @@ def test_deterministic_given_seed(tmp_path):
 
 def test_cli(tmp_path):
     out = tmp_path / "cli"
-    args = ["--episodes", "2", "--codec", "h264", "--height", "16", "--width", "32"]
+    args = [
+        "--episodes",
+        "2",
+        "--cameras",
+        "3",
+        "--codec",
+        "h264",
+        "--height",
+        "16",
+        "--width",
+        "32",
+    ]
     args += ["--min-length", "4", "--max-length", "6", "--fps", "10", "--seed", "1"]
     result = subprocess.run(
         [sys.executable, "-m", "robopipe.demo", str(out), *args],
@@ -94,7 +105,10 @@ def test_cli(tmp_path):
     assert "wrote 2 episodes" in result.stdout and "(h264)" in result.stdout
     info = json.loads((out / "meta/info.json").read_text())
     assert info["fps"] == 10 and info["total_episodes"] == 2
+    cameras = [k for k, ft in info["features"].items() if ft["dtype"] == "video"]
+    assert cameras == [*DEFAULT_CAMERAS, "observation.images.cam2"]
     assert info["features"][DEFAULT_CAMERAS[0]]["shape"] == [16, 32, 3]
+    assert len(list(out.glob("videos/chunk-000/*/episode_000001.mp4"))) == 3
     assert not list(tmp_path.glob(".tmp-*"))  # written under a temporary name, then renamed
 
 

@@ -1,13 +1,13 @@
 """A synthetic LeRobot v2.1 dataset for demos, tests and benchmarks, written by :class:`V21Writer`.
 
 Every episode has a smooth 6-joint ``observation.state`` trajectory, an ``action`` (the next
-state plus a gripper command), and per camera a textured background that scrolls with the
-state plus a moving shape placed by the state, with a little sensor noise, so that AV1/H.264
-compress it like a real recording rather than a still image. The output depends only on the
-arguments (``seed`` included).
+state plus a gripper command), and per camera a textured background that pans one pixel per
+frame and follows a joint, a shape placed by two other joints, and a little sensor noise, so
+that AV1/H.264 compress it like a real recording rather than a still image. The output
+depends only on the arguments (``seed`` included).
 
-CLI: ``python -m robopipe.demo OUT_DIR --episodes 50 [--codec h264] [--height 96 --width 128]
-[--fps 30] [--seed 0]``.
+CLI: ``python -m robopipe.demo OUT_DIR --episodes 50 [--cameras 2] [--codec h264]
+[--height 96 --width 128] [--fps 30] [--min-length 150 --max-length 250] [--seed 0] [--preset 12]``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,14 @@ ACTION_NAMES = [*STATE_NAMES, "gripper"]
 TASK_COLOURS = np.array([[220, 40, 40], [40, 80, 220], [200, 160, 60], [40, 190, 80]], np.uint8)
 NOISE_FRAMES = 8  # noise patterns per camera, cycled over frames
 NOISE_AMPLITUDE = 3  # uint8 levels
+
+
+def demo_cameras(count: int) -> tuple[str, ...]:
+    """The video keys of a demo dataset with ``count`` cameras: the demo's own two
+    (``observation.images.front``, ``observation.images.wrist``), then
+    ``observation.images.cam2``, ``observation.images.cam3``, ..."""
+    extra = tuple(f"observation.images.cam{i}" for i in range(2, count))
+    return (DEFAULT_CAMERAS + extra)[:count]
 
 
 def generate_demo(
@@ -200,6 +208,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--episodes", type=int, default=50)
+    parser.add_argument("--cameras", type=int, default=2, help="number of cameras")
     parser.add_argument("--codec", choices=("libsvtav1", "h264"), default="libsvtav1")
     parser.add_argument("--height", type=int, default=96)
     parser.add_argument("--width", type=int, default=128)
@@ -214,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     root = generate_demo(
         args.out_dir,
         episodes=args.episodes,
+        cameras=demo_cameras(args.cameras),
         height=args.height,
         width=args.width,
         fps=args.fps,
@@ -234,11 +244,3 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-
-
-def demo_cameras(count: int) -> tuple[str, ...]:
-    """The video keys of a demo dataset with ``count`` cameras: the demo's own two
-    (``observation.images.front``, ``observation.images.wrist``), then
-    ``observation.images.cam2``, ``observation.images.cam3``, ..."""
-    extra = tuple(f"observation.images.cam{i}" for i in range(2, count))
-    return (DEFAULT_CAMERAS + extra)[:count]
