@@ -122,6 +122,7 @@ def run_robopipe(source: Path, out: Path, args: argparse.Namespace) -> Path:
         data_file_size_in_mb=args.data_mb,
         video_file_size_in_mb=args.video_mb,
         chunks_size=args.chunks_size,
+        episodes_per_batch=args.episodes_per_batch,
         restamp_timestamps=args.restamp,
     )
     return out
@@ -176,7 +177,8 @@ def read_dir_table(root: Path, pattern: str):
     import pyarrow.parquet as pq
 
     tables = [pq.read_table(p) for p in sorted(root.glob(pattern))]
-    return pa.concat_tables([t.replace_schema_metadata(None) for t in tables])
+    table = pa.concat_tables([t.replace_schema_metadata(None) for t in tables])
+    return table.replace_schema_metadata(tables[0].schema.metadata)
 
 
 def column_values(column):
@@ -227,8 +229,11 @@ def compare_columns(name: str, expected, actual, rtol: float, atol: float) -> li
 
 
 def type_notes(expected, actual, what: str) -> list[str]:
-    """Arrow type differences (reported, not failed: the loader casts to info.json features)."""
-    notes = []
+    """Arrow type and schema-metadata differences (reported, not failed: the loader casts to
+    the features of info.json)."""
+    keys = sorted((expected.schema.metadata or {}).keys())
+    other_keys = sorted((actual.schema.metadata or {}).keys())
+    notes = [f"{what}: schema metadata keys {other_keys} (lerobot: {keys})"] * (keys != other_keys)
     for field in expected.schema:
         if field.name in actual.schema.names:
             other = actual.schema.field(field.name).type
@@ -287,7 +292,7 @@ def check_data(ref: Path, out: Path, restamp: bool, fps: int, notes: list[str]) 
         if a.num_rows != b.num_rows:
             problems.append(f"{rel}: {b.num_rows} rows != expected {a.num_rows}")
             continue
-        notes += type_notes(a, b, rel)
+        notes += type_notes(a, b, "data")
         for name in a.column_names:
             if name not in b.column_names:
                 continue
@@ -403,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--video-mb", type=float, default=200, help="video file size threshold")
     parser.add_argument("--chunks-size", type=int, default=1000, help="files per chunk dir")
     parser.add_argument(
+        "--episodes-per-batch", type=int, default=200, help="robopipe's episodes per shard"
+    )
+    parser.add_argument(
         "--restamp", action="store_true", help="robopipe restamps timestamps as frame_index/fps"
     )
     parser.add_argument(
@@ -454,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  ... {len(problems) - 20} more")
             if problems:
                 failed.append(name)
-        for note in notes:
+        for note in dict.fromkeys(notes):
             print(f"NOTE {note}")
         print(f"{'FAIL' if failed else 'PASS'}: {len(checks) - len(failed)}/{len(checks)} checks")
         return 1 if failed else 0
