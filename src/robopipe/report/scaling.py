@@ -52,7 +52,7 @@ def _plot(table, varied, panels, stem, title, empty_message, xlabel):
         ax.set_xticks(values, [str(int(v)) for v in values])
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.08)  # room above the top marker
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncols=min(len(labels), 3), fontsize=8)
     fig.suptitle(title)
