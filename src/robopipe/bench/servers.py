@@ -74,11 +74,18 @@ class RangeRequestHandler(http.server.SimpleHTTPRequestHandler):
                 self._remaining -= len(chunk)
 
 
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        """Clients that close a connection mid-transfer (range readers do) are not errors."""
+
+
 @contextlib.contextmanager
 def serve_http(root: str | Path) -> Iterator[str]:
     """Serve ``root`` at ``http://127.0.0.1:<free port>``; yield that base URL."""
     handler = partial(RangeRequestHandler, directory=str(root))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -1,0 +1,130 @@
+"""Throughput and latency measurement of a data loader (standard library only).
+
+This module imports nothing outside the standard library so that the lerobot driver
+(``lerobot_driver.py``), run by another Python interpreter, measures lerobot's loaders with
+exactly the same code as robopipe's.
+
+Throughput is wall-clock over a steady window that starts after ``warmup_batches`` batches
+(summing inter-batch gaps would overstate throughput under prefetch), as upstream's streaming
+benchmark does (see ../shared/reference/anchors.md, "Dataloading").
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator
+
+
+class ZeroSamplesError(RuntimeError):
+    """The loader yielded no sample at all: a benchmark of it is meaningless."""
+
+
+def batch_frames(batch: dict, video_keys: list[str]) -> int:
+    """Decoded frames in a batch: for each camera, the product of the dims before (C, H, W)."""
+    return sum(math.prod(batch[key].shape[:-3]) for key in video_keys if key in batch)
+
+
+def measure_throughput(
+    make_loader: Callable[[], Iterable[dict]],
+    *,
+    video_keys: list[str],
+    warmup_batches: int,
+    steady_s: float,
+    snapshot: Callable[[], dict] | None = None,
+) -> dict:
+    """Iterate batches: first-batch latency, then samples and frames over a steady window.
+
+    ``make_loader()`` is called again when an epoch ends before the window does.
+    ``snapshot()``, if given, is called when the window starts and ends (for example to read
+    loader counters); its results are returned as ``counters_start`` and ``counters_end``.
+
+    Returns:
+        dict with ``first_batch_latency_s``, ``samples``, ``frames``, ``batches``,
+        ``steady_wall_s``, ``samples_per_s``, ``frames_per_s``, ``shuffle_randomness``
+        (mean over batches of distinct episodes / batch size), ``window_start`` and
+        ``window_end`` (``time.perf_counter()`` values), and the snapshots.
+
+    Raises:
+        ZeroSamplesError: no batch at all, or none inside the steady window.
+    """
+    start = time.perf_counter()
+    batches = _endless(make_loader)
+    first = next(batches, None)
+    if first is None:
+        raise ZeroSamplesError("the loader yielded no batch")
+    first_batch_latency_s = time.perf_counter() - start
+    for _ in range(max(0, warmup_batches - 1)):
+        if next(batches, None) is None:
+            break
+    counters_start = snapshot() if snapshot else None
+    window_start = time.perf_counter()
+    samples = frames = count = 0
+    randomness = []
+    while time.perf_counter() - window_start < steady_s:
+        batch = next(batches, None)
+        if batch is None:
+            break
+        size = len(batch["index"])
+        samples += size
+        frames += batch_frames(batch, video_keys)
+        count += 1
+        randomness.append(len(set(batch["episode_index"].tolist())) / size)
+    window_end = time.perf_counter()
+    counters_end = snapshot() if snapshot else None
+    if samples == 0:
+        raise ZeroSamplesError(
+            f"0 samples in the steady window ({steady_s} s after {warmup_batches} warm-up "
+            "batches): the loader stopped or is too slow"
+        )
+    wall = window_end - window_start
+    return {
+        "first_batch_latency_s": first_batch_latency_s,
+        "samples": samples,
+        "frames": frames,
+        "batches": count,
+        "steady_wall_s": wall,
+        "samples_per_s": samples / wall,
+        "frames_per_s": frames / wall,
+        "shuffle_randomness": statistics.fmean(randomness),
+        "window_start": window_start,
+        "window_end": window_end,
+        "counters_start": counters_start,
+        "counters_end": counters_end,
+    }
+
+
+def _endless(make_loader: Callable[[], Iterable[dict]]) -> Iterator[dict]:
+    """Batches of successive epochs; stops only if an epoch yields nothing."""
+    while True:
+        empty = True
+        for batch in make_loader():
+            empty = False
+            yield batch
+        if empty:
+            return
+
+
+def measure_latency(items: Iterator[dict], count: int) -> dict:
+    """Per-sample latency of ``count`` items fetched one by one in this process.
+
+    Returns:
+        dict with ``single_process_samples_per_s`` and ``latency_ms`` {p50, p95, p99}
+        (None values when no item came).
+    """
+    latencies = []
+    start = time.perf_counter()
+    for _ in range(count):
+        t = time.perf_counter()
+        if next(items, None) is None:
+            break
+        latencies.append((time.perf_counter() - t) * 1000)
+    wall = time.perf_counter() - start
+    if len(latencies) < 2:
+        return {"single_process_samples_per_s": None, "latency_ms": None}
+    cuts = statistics.quantiles(latencies, n=100, method="inclusive")
+    return {
+        "single_process_samples_per_s": len(latencies) / wall,
+        "latency_ms": {"p50": cuts[49], "p95": cuts[94], "p99": cuts[98]},
+    }

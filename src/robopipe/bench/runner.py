@@ -1,0 +1,327 @@
+"""Run one benchmark scenario and write its result (JSON + one-row CSV) per the bench contract.
+
+Usage (one scenario per process; Snakemake's ``bench_scenario`` rule does this)::
+
+    python -m robopipe.bench.runner --dataset demo --root results/demo/v3.0 \\
+        --scenario robopipe_map_local_single_cpu_w2_n1 --settings '{"steady_s": 10}' \\
+        --json out.json --csv out.csv [--rank 0 --world-size 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+
+from robopipe.atomic import atomic_path, write_json
+from robopipe.bench.measure import ZeroSamplesError, measure_latency, measure_throughput
+from robopipe.bench.rss import PeakRss
+from robopipe.bench.scenarios import Scenario, parse_scenario
+from robopipe.bench.servers import serve_http, serve_s3
+from robopipe.layout import DEFAULT_TOLERANCE_S
+from robopipe.loading import MapDataset, StreamingDataset, mode_delta_timestamps, read_meta
+
+log = logging.getLogger(__name__)
+LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")
+
+
+@dataclass
+class Settings:
+    """Benchmark settings: ``config["bench"]`` minus the matrix.
+
+    Attributes:
+        batch_size: samples per batch.
+        image_dtype: ``uint8`` or ``float32``.
+        warmup_batches: batches (the first included) before the steady window opens.
+        steady_s: length of the steady window, wall-clock seconds.
+        probe_samples: samples fetched one by one in this process for latency percentiles and
+            single-process samples/s.
+        shuffle_buffer: frame indices in the streaming loader's shuffle buffer.
+        decoder_cache_size: decoders kept per process.
+        seek_mode: torchcodec seek mode.
+        tolerance_s: timestamp tolerance of decoded frames.
+        seed: shuffling seed.
+        windows: extra frame modes, name -> {key (or ``cameras``): deltas in seconds}.
+        lerobot_python: interpreter with lerobot 0.6.1 for ``lerobot_*`` loaders, or None.
+        sources: remote URL templates per source (``{dataset}`` is replaced), for example
+            ``{"s3": "s3://bucket/{dataset}", "hf": "hf://datasets/me/{dataset}"}``; an
+            ``http`` or ``s3`` source without one is served from the local copy on 127.0.0.1.
+        storage_options: fsspec options per source, e.g. ``{"s3": {"anon": true}}``.
+    """
+
+    batch_size: int = 32
+    image_dtype: str = "uint8"
+    warmup_batches: int = 5
+    steady_s: float = 10.0
+    probe_samples: int = 64
+    shuffle_buffer: int = 1000
+    decoder_cache_size: int = 16
+    seek_mode: str = "approximate"
+    tolerance_s: float = DEFAULT_TOLERANCE_S
+    seed: int = 0
+    windows: dict = field(default_factory=dict)
+    lerobot_python: str | None = None
+    sources: dict = field(default_factory=dict)
+    storage_options: dict = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, bench: dict) -> Settings:
+        """Settings from ``config["bench"]``; keys that are not settings (matrix) are ignored."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in bench.items() if k in names})
+
+
+@contextlib.contextmanager
+def source_url(
+    scenario: Scenario, dataset: str, root: Path, settings: Settings
+) -> Iterator[tuple[str, dict | None]]:
+    """(URL, storage options) the scenario reads the dataset from.
+
+    Raises:
+        ValueError: an ``hf`` source without a URL template in ``settings.sources``.
+    """
+    options = settings.storage_options.get(scenario.source)
+    if scenario.source == "local":
+        yield str(root), None
+    elif scenario.source in settings.sources:
+        yield settings.sources[scenario.source].format(dataset=dataset), options
+    elif scenario.source == "http":
+        with serve_http(root.parent) as base:
+            yield f"{base}/{root.name}", None
+    elif scenario.source == "s3":
+        with serve_s3(root) as served:
+            yield served
+    else:
+        raise ValueError(
+            f"source {scenario.source!r} needs a URL: set bench.sources.{scenario.source} "
+            "(e.g. hf://datasets/<user>/{dataset})"
+        )
+
+
+def run_scenario(
+    dataset: str,
+    root: str | Path,
+    scenario_name: str,
+    settings: Settings,
+    *,
+    rank: int = 0,
+    world_size: int = 1,
+) -> dict:
+    """Measure one scenario on one rank; return the contract's result dict.
+
+    Raises:
+        ZeroSamplesError: nothing was measured.
+        ValueError: an unsupported combination (a lerobot loader without
+            ``settings.lerobot_python``, on a remote source or with cuda; robomimic_hdf5).
+    """
+    scenario = parse_scenario(scenario_name)
+    root = Path(root)
+    with PeakRss() as rss, source_url(scenario, dataset, root, settings) as (url, options):
+        if scenario.loader.startswith("lerobot_"):
+            measured = _run_lerobot(scenario, root, settings, url)
+        elif scenario.loader.startswith("robopipe_"):
+            measured = _run_robopipe(scenario, dataset, url, options, settings, rank, world_size)
+        else:
+            raise ValueError(f"loader {scenario.loader!r} is not run by robopipe.bench.runner")
+    per_rank = {
+        "rank": rank,
+        "samples": measured["samples"],
+        "frames": measured["frames"],
+        "steady_wall_s": measured["steady_wall_s"],
+        "frames_per_s": measured["frames_per_s"],
+    }
+    return {
+        "dataset": dataset,
+        "scenario": scenario.name,
+        **scenario.as_dict(),
+        "batch_size": settings.batch_size,
+        "image_dtype": settings.image_dtype,
+        "samples": measured["samples"],
+        "frames": measured["frames"],
+        "steady_wall_s": measured["steady_wall_s"],
+        "samples_per_s": measured["samples_per_s"],
+        "frames_per_s": measured["frames_per_s"],
+        "frames_per_s_per_node": measured["frames_per_s"],
+        "single_process_samples_per_s": measured["single_process_samples_per_s"],
+        "fetch_share": measured.get("fetch_share"),
+        "decode_share": measured.get("decode_share"),
+        "first_batch_latency_s": measured["first_batch_latency_s"],
+        "latency_ms": measured["latency_ms"],
+        "peak_rss_mb": rss.peak_mb,
+        "shuffle_randomness": measured["shuffle_randomness"],
+        "decoder_cache": measured.get("decoder_cache"),
+        "cpu_fallback": measured.get("cpu_fallback"),
+        "device": measured["device"],
+        "ranks": [per_rank],
+    }
+
+
+def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -> dict:
+    meta = read_meta(url, name=dataset, storage_options=options)
+    kwargs = dict(
+        name=dataset,
+        delta_timestamps=mode_delta_timestamps(
+            scenario.mode, meta.video_keys, meta.fps, settings.windows
+        ),
+        image_dtype=settings.image_dtype,
+        decode_device=scenario.decode,
+        tolerance_s=settings.tolerance_s,
+        decoder_cache_size=settings.decoder_cache_size,
+        seek_mode=settings.seek_mode,
+        storage_options=options,
+    )
+    stream = scenario.loader == "robopipe_stream"
+    if stream:
+        kwargs.update(
+            rank=rank, world_size=world_size, shuffle_buffer=settings.shuffle_buffer, seed=0
+        )
+    dataset_cls = StreamingDataset if stream else MapDataset
+    ds = dataset_cls(url, **kwargs)
+    loader = DataLoader(
+        ds,
+        batch_size=settings.batch_size,
+        sampler=None if stream else _sampler(ds, settings.seed, rank, world_size),
+        num_workers=scenario.workers,
+        persistent_workers=scenario.workers > 0,
+        multiprocessing_context="spawn" if scenario.decode == "cuda" and scenario.workers else None,
+    )
+    measured = measure_throughput(
+        lambda loader=loader: loader,
+        video_keys=meta.video_keys,
+        warmup_batches=settings.warmup_batches,
+        steady_s=settings.steady_s,
+        snapshot=ds.counters.totals,
+    )
+    totals = measured["counters_end"]
+    window = {k: totals[k] - measured["counters_start"][k] for k in totals}
+    del loader
+    busy = window["fetch_s"] + window["decode_s"]
+    probe = dataset_cls(url, **kwargs)
+    if stream:
+        items = iter(probe)
+    else:
+        indices = np.random.default_rng(settings.seed).integers(0, len(probe), len(probe))
+        items = (probe[int(i)] for i in indices)
+    measured.update(measure_latency(items, settings.probe_samples))
+    measured.update(
+        fetch_share=window["fetch_s"] / busy if busy else None,
+        decode_share=window["decode_s"] / busy if busy else None,
+        decoder_cache={k: int(totals[k]) for k in ("hits", "misses", "evictions")},
+        cpu_fallback=bool(totals["cpu_fallback"]) if scenario.decode == "cuda" else None,
+        device=torch.cuda.get_device_name(0) if scenario.decode == "cuda" else "cpu",
+    )
+    return measured
+
+
+def _sampler(ds, seed: int, rank: int, world_size: int):
+    if world_size > 1:
+        return DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    return RandomSampler(ds, generator=torch.Generator().manual_seed(seed))
+
+
+def _run_lerobot(scenario: Scenario, root: Path, settings: Settings, url: str) -> dict:
+    """Run lerobot's loader through ``lerobot_driver.py`` in ``settings.lerobot_python``."""
+    if not settings.lerobot_python:
+        raise ValueError(f"{scenario.name}: set bench.lerobot_python to run lerobot's loaders")
+    if scenario.source != "local" or scenario.decode != "cpu":
+        raise ValueError(f"{scenario.name}: lerobot loaders run on local sources, cpu decode")
+    meta = read_meta(url)
+    delta = mode_delta_timestamps(scenario.mode, meta.video_keys, meta.fps, settings.windows)
+    with tempfile.TemporaryDirectory(prefix="robopipe-lerobot-") as tmp:
+        out = Path(tmp) / "result.json"
+        args = {
+            "root": str(root.resolve()),
+            "loader": scenario.loader,
+            "delta_timestamps": delta,
+            "video_keys": meta.video_keys,
+            "batch_size": settings.batch_size,
+            "workers": scenario.workers,
+            "image_dtype": settings.image_dtype,
+            "warmup_batches": settings.warmup_batches,
+            "steady_s": settings.steady_s,
+            "probe_samples": settings.probe_samples,
+            "tolerance_s": settings.tolerance_s,
+            "seed": settings.seed,
+            "out": str(out),
+        }
+        env = {**os.environ, "HF_HOME": str(Path(tmp) / "hf"), "HF_HUB_OFFLINE": "1"}
+        env.pop("PYTHONPATH", None)
+        done = subprocess.run(
+            [settings.lerobot_python, str(LEROBOT_DRIVER), json.dumps(args)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(
+                f"{scenario.name}: lerobot driver failed (exit {done.returncode}):\n"
+                f"{done.stderr[-4000:]}"
+            )
+        measured = json.loads(out.read_text())
+    if measured.get("error"):
+        raise ZeroSamplesError(f"{scenario.name}: {measured['error']}")
+    return {**measured, "device": "cpu"}
+
+
+def write_result(result: dict, json_path: str | Path, csv_path: str | Path) -> None:
+    """The result as JSON and as a one-row CSV of its scalar fields (nested dicts flattened
+    with ``_``: ``latency_ms_p50``, ``decoder_cache_hits``; the ``ranks`` list left out)."""
+    write_json(json_path, result)
+    row = {}
+    for key, value in result.items():
+        if isinstance(value, dict):
+            row.update({f"{key}_{k}": v for k, v in value.items()})
+        elif not isinstance(value, list):
+            row[key] = value
+    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        writer.writeheader()
+        writer.writerow(row)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line: run one scenario (one rank) and write JSON + CSV; exit 1 on failure."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", required=True)
+    parser.add_argument("--root", required=True, help="local v3.0 dataset folder")
+    parser.add_argument("--scenario", required=True)
+    parser.add_argument("--settings", default="{}", help="JSON object of Settings fields")
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--csv", required=True)
+    parser.add_argument("--rank", type=int, default=int(os.environ.get("RANK", 0)))
+    parser.add_argument("--world-size", type=int, default=int(os.environ.get("WORLD_SIZE", 1)))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    settings = Settings.from_config(json.loads(args.settings))
+    try:
+        result = run_scenario(
+            args.dataset,
+            args.root,
+            args.scenario,
+            settings,
+            rank=args.rank,
+            world_size=args.world_size,
+        )
+    except (ZeroSamplesError, ValueError, RuntimeError) as err:
+        print(f"robopipe bench: {args.dataset}/{args.scenario}: {err}", file=sys.stderr)
+        return 1
+    write_result(result, args.json, args.csv)
+    log.info("%s: %.1f samples/s", args.scenario, result["samples_per_s"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Benchmark scenario names ``{loader}_{source}_{mode}_{decode}_w{workers}_n{nodes}``, parsed and
+expanded from a config matrix (a list per axis, plus exclusions)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import asdict, dataclass
+
+LOADERS = ("robopipe_map", "robopipe_stream", "lerobot_map", "lerobot_stream", "robomimic_hdf5")
+SOURCES = ("local", "http", "s3", "hf")
+DECODES = ("cpu", "cuda")
+REMOTE_SOURCES = ("http", "s3", "hf")
+AXES = ("loader", "source", "mode", "decode", "workers", "nodes")
+MODE_PATTERN = "[A-Za-z0-9]+"  # single, sarm, or a window name from config (no underscore)
+
+# Snakemake wildcard_constraints: loader names contain underscores, so alternations
+WILDCARD_CONSTRAINTS = {
+    "scenario": (
+        f"(?:{'|'.join(LOADERS)})_(?:{'|'.join(SOURCES)})_{MODE_PATTERN}"
+        rf"_(?:{'|'.join(DECODES)})_w\d+_n\d+"
+    ),
+}
+SCENARIO = re.compile(
+    rf"^(?P<loader>{'|'.join(LOADERS)})_(?P<source>{'|'.join(SOURCES)})_(?P<mode>{MODE_PATTERN})"
+    rf"_(?P<decode>{'|'.join(DECODES)})_w(?P<workers>\d+)_n(?P<nodes>\d+)$"
+)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One benchmark run: which loader reads which source, how, with how many workers/nodes."""
+
+    loader: str
+    source: str
+    mode: str
+    decode: str
+    workers: int
+    nodes: int
+
+    @property
+    def name(self) -> str:
+        return (
+            f"{self.loader}_{self.source}_{self.mode}_{self.decode}_w{self.workers}_n{self.nodes}"
+        )
+
+    @property
+    def remote(self) -> bool:
+        """True for network sources (the rule gives them the ``network=1`` resource)."""
+        return self.source in REMOTE_SOURCES
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def parse_scenario(name: str) -> Scenario:
+    """Parse a scenario name.
+
+    Raises:
+        ValueError: the name does not match ``{loader}_{source}_{mode}_{decode}_w{N}_n{M}``.
+    """
+    match = SCENARIO.match(name)
+    if not match:
+        raise ValueError(
+            f"bad scenario name {name!r}: expected {{loader}}_{{source}}_{{mode}}_{{decode}}"
+            f"_w{{workers}}_n{{nodes}} with loader in {LOADERS}, source in {SOURCES}, "
+            f"decode in {DECODES}"
+        )
+    fields = match.groupdict()
+    return Scenario(
+        **{k: fields[k] for k in AXES[:4]},
+        workers=int(fields["workers"]),
+        nodes=int(fields["nodes"]),
+    )
+
+
+def expand_matrix(matrix: dict) -> list[str]:
+    """Scenario names of the cross product of ``matrix``'s axes minus its exclusions.
+
+    ``matrix`` maps each axis of ``AXES`` to a list of values, and ``exclude`` to a list of
+    partial mappings (axis -> value or list of values); a combination matching every entry of
+    one exclusion is dropped. Names are sorted and unique.
+
+    Raises:
+        ValueError: a missing axis, or a value that makes an invalid name.
+    """
+    missing = [axis for axis in AXES if axis not in matrix]
+    if missing:
+        raise ValueError(f"bench matrix lacks axes {missing}")
+    exclusions = [
+        {k: v if isinstance(v, list) else [v] for k, v in rule.items()}
+        for rule in matrix.get("exclude") or []
+    ]
+    names = set()
+    for values in itertools.product(*(matrix[axis] for axis in AXES)):
+        combo = dict(zip(AXES, values, strict=True))
+        if any(all(combo[k] in v for k, v in rule.items()) for rule in exclusions):
+            continue
+        names.add(parse_scenario(Scenario(**combo).name).name)
+    return sorted(names)
