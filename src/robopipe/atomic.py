@@ -16,11 +16,12 @@ def atomic_path(final: str | Path) -> Iterator[Path]:
 
     Works for files and directories. On any exception the temporary path is removed, so a
     failed or killed writer never leaves a half-written ``final`` (a killed process leaves at
-    most a ``.tmp-*`` sibling, which the next run replaces).
+    most the ``.<name>.partial`` sibling, which the next writer replaces). One writer per
+    ``final`` at a time, as Snakemake schedules outputs.
     """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.with_name(f".tmp-{os.getpid()}-{final.name}")
+    tmp = final.with_name(f".{final.name}.partial")
     _remove(tmp)
     try:
         yield tmp

@@ -19,7 +19,12 @@ def publish(staging: Path, plan: dict, final: Path) -> None:
     """
     staging = Path(staging)
     with atomic_path(final) as tmp:
-        shutil.copytree(staging / "meta", tmp / "meta", copy_function=link_or_copy)
+        shutil.copytree(
+            staging / "meta",
+            tmp / "meta",
+            copy_function=link_or_copy,
+            ignore=shutil.ignore_patterns(".*"),  # Snakemake's .snakemake_timestamp
+        )
         for rel in planned_files(plan):
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             link_or_copy(staging / rel, tmp / rel)

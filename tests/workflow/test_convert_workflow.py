@@ -1,0 +1,114 @@
+"""The conversion as Snakemake runs it: dry run, jobs, output, bad input, kill and resume."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from robopipe.convert import convert_dataset
+
+ROLLOVER = {
+    "data_file_size_in_mb": 0.004,
+    "video_file_size_in_mb": 0.02,
+    "chunks_size": 3,
+    "episodes_per_batch": 2,
+}
+
+
+def _config(source, **conversion):
+    return {"datasets": {"ds": {"path": str(source), "conversion": conversion}}}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` but the ``.snakemake_timestamp`` of a directory output."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".snakemake_timestamp"
+    }
+
+
+@pytest.fixture(scope="module")
+def source(make_v21):
+    return make_v21(episodes=12, cameras=2)
+
+
+def test_dry_run_lists_every_shard_and_aggregate_job(source, tmp_path, run_snakemake):
+    result = run_snakemake(tmp_path, _config(source, **ROLLOVER), "-n", "--quiet", "rules")
+    plan = convert_dataset(source, tmp_path / "ref", name="ds", **ROLLOVER, validate=False)
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.M))
+    assert int(counts["shard"]) == len(plan["shards"])
+    assert int(counts["aggregate_data"]) == len(plan["files"]["data"])
+    assert int(counts["aggregate_video"]) == sum(len(f) for f in plan["files"]["videos"].values())
+    assert not (tmp_path / "results").exists()
+
+
+def test_workflow_output_equals_the_in_process_conversion(source, tmp_path, run_snakemake):
+    run_snakemake(tmp_path, _config(source, **ROLLOVER), "--cores", "2", "convert")
+    convert_dataset(source, tmp_path / "ref", name="ds", **ROLLOVER)
+    published = _tree(tmp_path / "results/ds/v3.0")
+    assert published == _tree(tmp_path / "ref")
+    assert len([p for p in published if p.startswith("videos/")]) >= 4
+    validation = json.loads((tmp_path / "results/ds/validation.json").read_text())
+    assert validation["episodes"] == 12
+    assert (tmp_path / "results/benchmarks/ds/shard/shard-000000.tsv").is_file()
+
+
+def test_bad_input_stops_the_run_with_a_clear_message(make_v21, tmp_path, run_snakemake):
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=6), root)
+    (root / "videos/chunk-000/observation.images.front/episode_000002.mp4").write_bytes(b"junk")
+    result = run_snakemake(tmp_path, _config(root), "--cores", "2", check=False)
+    assert result.returncode != 0
+    assert (
+        "dataset 'ds': episode 2: file videos/chunk-000/observation.images.front/"
+        "episode_000002.mp4: cannot read video" in result.stderr
+    )
+    assert not (tmp_path / "results/ds/v3.0").exists()
+
+
+def test_a_killed_run_resumes_without_redoing_finished_shards(source, tmp_path, snakemake_cmd):
+    config = _config(source, **{**ROLLOVER, "episodes_per_batch": 1})
+    reference = tmp_path / "uninterrupted"
+    subprocess.run(
+        snakemake_cmd(reference, config, "--cores", "1"), check=True, capture_output=True
+    )
+    work = tmp_path / "killed"
+    process = subprocess.Popen(
+        snakemake_cmd(work, config, "--cores", "1"),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    shards = work / "results/ds/shards"
+    deadline = time.monotonic() + 120
+    while len(list(shards.glob("shard-*"))) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+    # Snakemake stamps a directory output once it has recorded the job as complete; a shard
+    # renamed into place but not yet stamped was cut short and is rerun (--rerun-incomplete).
+    finished = {
+        p.name: p.stat().st_mtime_ns
+        for p in shards.glob("shard-*")
+        if (p / ".snakemake_timestamp").exists()
+    }
+    assert 2 <= len(finished) < 12, "the run should be killed midway"
+    assert not (work / "results/ds/v3.0").exists()
+
+    # a killed snakemake leaves its lock behind: unlock, then resume
+    subprocess.run(snakemake_cmd(work, config, "--unlock"), check=True, capture_output=True)
+    subprocess.run(
+        snakemake_cmd(work, config, "--cores", "1", "--rerun-incomplete"),
+        check=True,
+        capture_output=True,
+    )
+    for name, mtime in finished.items():
+        assert (shards / name).stat().st_mtime_ns == mtime, f"{name} was redone"
+    assert _tree(work / "results/ds/v3.0") == _tree(reference / "results/ds/v3.0")
