@@ -61,8 +61,7 @@ def slurm_cluster():
         _script("stop")
 
 
-def snakemake_command(workdir: Path, config: dict, *args: str) -> list[str]:
-    """The snakemake command line for ``config`` (written to ``workdir/config.yaml``)."""
+def _snakemake_command(workdir: Path, config: dict, *args: str) -> list[str]:
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     return [
@@ -79,11 +78,34 @@ def snakemake_command(workdir: Path, config: dict, *args: str) -> list[str]:
     ]
 
 
-def run_snakemake(workdir: Path, config: dict, *args: str, timeout: float = 600):
-    """Run snakemake; fail the test with its output when it exits non-zero."""
+def _run_snakemake(workdir: Path, config: dict, *args: str, timeout: float = 600):
     result = subprocess.run(
-        snakemake_command(workdir, config, *args), capture_output=True, text=True, timeout=timeout
+        _snakemake_command(workdir, config, *args), capture_output=True, text=True, timeout=timeout
     )
     if result.returncode != 0:
         raise AssertionError(f"snakemake failed:\n{result.stdout}\n{result.stderr}")
     return result
+
+
+@pytest.fixture(scope="session")
+def snakemake_command():
+    """``snakemake_command(workdir, config, *args) -> argv`` (config written to the workdir)."""
+    return _snakemake_command
+
+
+@pytest.fixture(scope="session")
+def run_snakemake():
+    """``run_snakemake(workdir, config, *args, timeout=600)``: run it, fail with its output."""
+    return _run_snakemake
+
+
+@pytest.fixture(scope="session")
+def slurm_profile() -> Path:
+    """The workflow's SLURM profile folder."""
+    return SLURM_PROFILE
+
+
+@pytest.fixture(scope="session")
+def slurm_args() -> tuple[str, ...]:
+    """snakemake options that run on the local cluster, with fast status checks."""
+    return SLURM_TEST_ARGS

@@ -1,0 +1,135 @@
+"""The workflow on a real SLURM cluster: same output as a local run, a cancelled job retried,
+resources in the dry run, and one 1-node and one 2-node benchmark scenario."""
+
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+# 8 episodes in 2 shards of 4; 1 data file and 1 file per camera: 9 jobs besides `all`.
+CONVERSION = {"episodes_per_batch": 4}
+
+
+def _config(source):
+    return {"datasets": {"ds": {"path": str(source), "conversion": CONVERSION}}}
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def source(make_v21):
+    return make_v21(episodes=8, cameras=2, min_length=20, max_length=40)
+
+
+@pytest.fixture(scope="module")
+def local_output(source, tmp_path_factory, run_snakemake):
+    """The published v3.0 files of a local run (``--cores 2``)."""
+    work = tmp_path_factory.mktemp("local")
+    run_snakemake(work, _config(source), "--cores", "2", "convert")
+    return _tree(work / "results/ds/v3.0")
+
+
+def test_slurm_run_publishes_the_same_bytes_as_a_local_run(
+    slurm_cluster, source, local_output, tmp_path, run_snakemake, slurm_args
+):
+    run_snakemake(tmp_path, _config(source), *slurm_args, "convert")
+    assert _tree(tmp_path / "results/ds/v3.0") == local_output
+    # each shard really ran as a SLURM job: its log is in the plugin's log folder
+    logs = list((tmp_path / ".snakemake/slurm_logs/rule_shard").rglob("*.log"))
+    assert len(logs) == 2
+
+
+def test_a_cancelled_shard_job_is_retried_and_the_output_is_unchanged(
+    slurm_cluster, source, local_output, tmp_path, snakemake_command, slurm_args
+):
+    command = snakemake_command(tmp_path, _config(source), *slurm_args, "--retries", "1", "convert")
+    log = tmp_path / "snakemake.log"
+    with log.open("w") as out:
+        run = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            cancelled = _cancel_first_running_job("rule_shard", timeout_s=300)
+            assert run.wait(timeout=600) == 0, log.read_text()
+        finally:
+            if run.poll() is None:
+                run.terminate()
+    assert _tree(tmp_path / "results/ds/v3.0") == local_output
+    # the cancelled shard was submitted twice: two SLURM jobs, two logs
+    logs = list((tmp_path / ".snakemake/slurm_logs/rule_shard").rglob("*.log"))
+    assert len(logs) == 3, [p.name for p in logs]
+    assert f"{cancelled}.log" in {p.name for p in logs}
+
+
+def _cancel_first_running_job(comment_prefix: str, timeout_s: float) -> str:
+    """scancel the first RUNNING job whose comment (rule and wildcards) starts with the prefix."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        jobs = subprocess.run(
+            ["squeue", "-h", "-t", "RUNNING", "-o", "%i %k"], capture_output=True, text=True
+        ).stdout.split("\n")
+        for line in jobs:
+            job_id, _, comment = line.partition(" ")
+            if comment.startswith(comment_prefix):
+                subprocess.run(["scancel", job_id], check=True)
+                return job_id
+        time.sleep(0.2)
+    raise AssertionError(f"no running {comment_prefix} job within {timeout_s} s")
+
+
+def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
+    source, tmp_path, run_snakemake, slurm_profile
+):
+    result = run_snakemake(
+        tmp_path,
+        _config(source),
+        "--executor",
+        "slurm",
+        "--workflow-profile",
+        str(slurm_profile),
+        "-n",
+    )
+    profile = yaml.safe_load((slurm_profile / "config.yaml").read_text())["set-resources"]
+    jobs = re.findall(r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    resources: (.*)$", result.stdout, re.M)
+    seen = {rule for rule, _ in jobs}
+    assert {
+        "plan",
+        "shard",
+        "aggregate_data",
+        "aggregate_video",
+        "meta",
+        "validate",
+        "publish",
+    } <= seen
+    assert sum(rule == "shard" for rule, _ in jobs) == 2
+    for rule, resources in jobs:
+        if rule in profile:
+            for key in ("cpus_per_task", "mem_mb", "runtime"):
+                assert f"{key}={profile[rule][key]}," in resources + ",", (rule, key, resources)
+
+
+BENCH_SCENARIOS = ("robopipe_map_local_single_cpu_w0_n1", "robopipe_map_local_single_cpu_w0_n2")
+
+
+def test_one_and_two_node_benchmark_scenarios_under_slurm(
+    slurm_cluster, source, tmp_path, snakemake_command, run_snakemake, slurm_args
+):
+    rules = subprocess.run(
+        snakemake_command(tmp_path, _config(source), "--list-rules"), capture_output=True, text=True
+    ).stdout.split()
+    if "bench_scenario" not in rules:
+        pytest.skip("pending: the workflow has no bench_scenario rule yet")
+    targets = [f"results/bench/ds/{name}.json" for name in BENCH_SCENARIOS]
+    run_snakemake(tmp_path, _config(source), *slurm_args, *targets)
+    n1, n2 = (yaml.safe_load((tmp_path / t).read_text()) for t in targets)
+    assert n1["frames_per_s"] > 0 and n2["frames_per_s"] > 0
+    assert sorted(node["node"] for node in n2["per_node"]) == slurm_cluster
