@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -43,6 +44,15 @@ def current_rank(env: Mapping[str, str] | None = None) -> tuple[int, int]:
     if not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} outside world size {world_size}")
     return rank, world_size
+
+
+def current_node(env: Mapping[str, str] | None = None) -> str:
+    """This process's node name: ``SLURMD_NODENAME`` (set by SLURM per task), else the host name.
+
+    Simulated nodes of one machine (tools/slurm_local.sh) share a host name but not this one.
+    """
+    env = os.environ if env is None else env
+    return env.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def under_slurm(env: Mapping[str, str] | None = None) -> bool:

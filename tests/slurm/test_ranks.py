@@ -3,12 +3,19 @@
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 
 import pytest
 
-from robopipe.ranks import combine_rank_results, current_rank, launch_commands, run_ranks
+from robopipe.ranks import (
+    combine_rank_results,
+    current_node,
+    current_rank,
+    launch_commands,
+    run_ranks,
+)
 
 # A rank that writes what it sees: RANK, WORLD_SIZE and its node, to out.{rank}.json.
 REPORT_RANK = (
@@ -35,6 +42,11 @@ def _read(tmp_path, world_size):
 )
 def test_current_rank_prefers_slurm_then_torch_variables(env, expected):
     assert current_rank(env) == expected
+
+
+def test_current_node_is_slurms_node_name_else_the_host_name():
+    assert current_node({"SLURMD_NODENAME": "n2"}) == "n2"
+    assert current_node({}) == socket.gethostname()
 
 
 def test_current_rank_rejects_a_rank_outside_the_world():

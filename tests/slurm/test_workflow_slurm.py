@@ -1,6 +1,7 @@
 """The workflow on a real SLURM cluster: same output as a local run, a cancelled job retried,
 resources in the dry run, and one 1-node and one 2-node benchmark scenario."""
 
+import json
 import re
 import subprocess
 import time
@@ -99,7 +100,9 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
         "-n",
     )
     profile = yaml.safe_load((slurm_profile / "config.yaml").read_text())["set-resources"]
-    jobs = re.findall(r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    resources: (.*)$", result.stdout, re.M)
+    jobs = re.findall(
+        r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    resources: (.*)$", result.stdout, re.M
+    )
     seen = {rule for rule, _ in jobs}
     assert {
         "plan",
@@ -117,19 +120,37 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
                 assert f"{key}={profile[rule][key]}," in resources + ",", (rule, key, resources)
 
 
-BENCH_SCENARIOS = ("robopipe_map_local_single_cpu_w0_n1", "robopipe_map_local_single_cpu_w0_n2")
+BENCH = {
+    "matrix": {
+        "loader": ["robopipe_map"],
+        "source": ["local"],
+        "mode": ["single"],
+        "decode": ["cpu"],
+        "workers": [0],
+        "nodes": [1, 2],
+    },
+    "batch_size": 4,
+    "warmup_batches": 1,
+    "steady_s": 2,
+    "probe_samples": 4,
+}
 
 
 def test_one_and_two_node_benchmark_scenarios_under_slurm(
     slurm_cluster, source, tmp_path, snakemake_command, run_snakemake, slurm_args
 ):
+    config = {**_config(source), "bench": BENCH}
     rules = subprocess.run(
-        snakemake_command(tmp_path, _config(source), "--list-rules"), capture_output=True, text=True
+        snakemake_command(tmp_path, config, "--list-rules"), capture_output=True, text=True
     ).stdout.split()
     if "bench_scenario" not in rules:
         pytest.skip("pending: the workflow has no bench_scenario rule yet")
-    targets = [f"results/bench/ds/{name}.json" for name in BENCH_SCENARIOS]
-    run_snakemake(tmp_path, _config(source), *slurm_args, *targets)
-    n1, n2 = (yaml.safe_load((tmp_path / t).read_text()) for t in targets)
+    names = ("robopipe_map_local_single_cpu_w0_n1", "robopipe_map_local_single_cpu_w0_n2")
+    targets = [f"results/bench/ds/{name}.json" for name in names]
+    run_snakemake(tmp_path, config, *slurm_args, *targets)
+    n1, n2 = (json.loads((tmp_path / t).read_text()) for t in targets)
     assert n1["frames_per_s"] > 0 and n2["frames_per_s"] > 0
-    assert sorted(node["node"] for node in n2["per_node"]) == slurm_cluster
+    assert [r["rank"] for r in n2["ranks"]] == [0, 1]
+    assert n2["frames"] == sum(r["frames"] for r in n2["ranks"])
+    # one rank on each simulated node
+    assert sorted(r["node"] for r in n2["ranks"]) == slurm_cluster
