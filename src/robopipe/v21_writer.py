@@ -18,6 +18,11 @@ What is reproduced from lerobot 0.3.x:
 - Videos: ``video_utils.encode_video_frames``: PyAV, ``add_stream(vcodec, fps,
   options={"g": "2", "crf": "30"})``, ``pix_fmt`` yuv420p, RGB frames in, encoder flushed.
 - ``episodes_stats.jsonl``: ``compute_stats.compute_episode_stats`` (see :func:`episode_stats`).
+
+A dataset can also be written in parts by several processes: each part's writer starts at a
+given episode and frame index (``first_episode``, ``first_index``), writes only its episodes'
+files and returns its meta lines with :meth:`V21Writer.part`; :func:`write_parts_meta` then
+writes ``meta/`` for all parts.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import copy
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -63,12 +68,15 @@ V21_DEFAULT_FEATURES = {
 # Codec name accepted here -> PyAV encoder. lerobot 0.3.x passes "libsvtav1" or "h264" to
 # ``add_stream``; "h264" is pinned to libx264 so that the output does not depend on which
 # H.264 encoder FFmpeg happens to prefer.
-ENCODERS = {"libsvtav1": "libsvtav1", "h264": "libx264"}
+# "h264_lossless" (not a lerobot option) is libx264rgb at qp 0 on RGB frames (High 4:4:4
+# Predictive, stored as gbrp): decoded frames equal the encoded ones bit for bit.
+ENCODERS = {"libsvtav1": "libsvtav1", "h264": "libx264", "h264_lossless": "libx264rgb"}
 
 # lerobot 0.3.x video_utils.encode_video_frames defaults.
 VIDEO_PIX_FMT = "yuv420p"
 VIDEO_GOP = 2
 VIDEO_CRF = 30
+LOSSLESS_PIX_FMT = "rgb24"
 
 
 def estimate_num_samples(
@@ -175,13 +183,18 @@ class V21Writer:
             (``[1]`` for a scalar); cameras have ``dtype "video"`` and shape ``[H, W, 3]``
             (``names`` defaults to ``["height", "width", "channels"]``; ``info`` is probed).
         robot_type: written to info.json as is (may be None).
-        codec: ``"libsvtav1"`` (lerobot's default, recorded as ``"av1"``) or ``"h264"``
-            (libx264, recorded as ``"h264"``). When PyAV lacks libsvtav1 the writer falls back
-            to libx264 and logs a warning; :attr:`codec` then reads ``"h264"``.
+        codec: ``"libsvtav1"`` (lerobot's default, recorded as ``"av1"``), ``"h264"``
+            (libx264, recorded as ``"h264"``) or ``"h264_lossless"`` (libx264rgb, qp 0,
+            recorded as ``"h264"`` with pix_fmt ``"gbrp"``). When PyAV lacks libsvtav1 the
+            writer falls back to libx264 and logs a warning; :attr:`codec` then reads
+            ``"h264"``.
         chunks_size: episodes per ``chunk-XXX`` folder (lerobot's 1000).
         preset: libsvtav1 ``preset`` option, or None for the encoder default (as lerobot
             0.3.x). Ignored for h264.
         name: dataset name used in error messages; defaults to ``root``'s folder name.
+        first_episode: index of the first episode written (a part of a dataset; default 0).
+        first_index: global frame ``index`` of that episode's first frame (default 0).
+        tasks: tasks numbered in this order before any episode adds its own (default none).
 
     Raises:
         ValueError: unknown codec, or a feature shape this writer does not support.
@@ -202,6 +215,9 @@ class V21Writer:
         chunks_size: int = DEFAULT_CHUNK_SIZE,
         preset: int | None = None,
         name: str | None = None,
+        first_episode: int = 0,
+        first_index: int = 0,
+        tasks: Sequence[str] = (),
     ) -> None:
         if codec not in ENCODERS:
             raise ValueError(f"codec must be one of {sorted(ENCODERS)}, not {codec!r}")
@@ -223,7 +239,9 @@ class V21Writer:
         self.video_keys = [k for k, ft in self.features.items() if ft["dtype"] == "video"]
         self.column_keys = [k for k in self.features if k not in self.video_keys]
         self.robot_type = robot_type
-        self.tasks: dict[str, int] = {}
+        self.tasks: dict[str, int] = {task: i for i, task in enumerate(dict.fromkeys(tasks))}
+        self.first_episode = int(first_episode)
+        self.first_index = int(first_index)
         self.episodes: list[dict] = []
         self.episodes_stats: list[dict] = []
         self.total_frames = 0
@@ -252,7 +270,7 @@ class V21Writer:
             DatasetError: missing or extra keys, wrong shapes or dtypes, inconsistent or zero
                 frame counts, or an encoder that did not return exactly one packet per frame.
         """
-        ep = len(self.episodes)
+        ep = self.first_episode + len(self.episodes)
         length = self._check_episode(ep, frames, columns)
         task_index = self.tasks.setdefault(task, len(self.tasks))
         chunk = ep // self.chunks_size
@@ -265,7 +283,7 @@ class V21Writer:
             "timestamp": frame_index / self.fps,
             "frame_index": frame_index,
             "episode_index": np.full(length, ep, dtype=np.int64),
-            "index": np.arange(self.total_frames, self.total_frames + length, dtype=np.int64),
+            "index": np.arange(length, dtype=np.int64) + self.first_index + self.total_frames,
             "task_index": np.full(length, task_index, dtype=np.int64),
         }
 
@@ -352,8 +370,11 @@ class V21Writer:
     def _encode(self, path: Path, frames: np.ndarray, ep: int) -> None:
         """Encode ``frames`` (uint8 (T, H, W, 3)) to ``path`` like ``encode_video_frames``."""
         options = {"g": str(VIDEO_GOP), "crf": str(VIDEO_CRF)}
+        pix_fmt = VIDEO_PIX_FMT
         if self.codec == "libsvtav1" and self.preset is not None:
             options["preset"] = str(self.preset)
+        if self.codec == "h264_lossless":
+            options, pix_fmt = {"g": str(VIDEO_GOP), "qp": "0"}, LOSSLESS_PIX_FMT
         # SVT-AV1 prints a banner per encoder unless its own log level says errors only.
         os.environ.setdefault("SVT_LOG", "1")
         packets = 0
@@ -361,7 +382,7 @@ class V21Writer:
         with atomic_path(path) as tmp:
             with av.open(str(tmp), "w", format="mp4") as out:
                 stream = out.add_stream(ENCODERS[self.codec], self.fps, options=options)
-                stream.pix_fmt = VIDEO_PIX_FMT
+                stream.pix_fmt = pix_fmt
                 stream.height, stream.width = frames.shape[1:3]
                 for frame in [*frames, None]:
                     video_frame = None
@@ -400,8 +421,32 @@ class V21Writer:
             "features": copy.deepcopy(self.features | V21_DEFAULT_FEATURES),
         }
 
+    def part(self) -> dict:
+        """This writer's meta lines, for :func:`write_parts_meta` (a JSON-ready dict).
+
+        Keys: ``first_episode``, ``first_index``, ``total_frames``, ``tasks`` (in task index
+        order), ``episodes`` and ``episodes_stats`` (the jsonl lines), ``info`` (:meth:`info`
+        of this part alone; its totals and splits are rewritten when the parts are merged).
+        """
+        return {
+            "first_episode": self.first_episode,
+            "first_index": self.first_index,
+            "total_frames": self.total_frames,
+            "tasks": list(self.tasks),
+            "episodes": self.episodes,
+            "episodes_stats": self.episodes_stats,
+            "info": self.info(),
+        }
+
     def close(self) -> None:
-        """Write ``meta/`` (tasks, episodes, episodes_stats, then info.json), each atomically."""
+        """Write ``meta/`` (tasks, episodes, episodes_stats, then info.json), each atomically.
+
+        Raises:
+            ValueError: this writer writes a part (``first_episode`` or ``first_index`` not
+                0); use :meth:`part` and :func:`write_parts_meta`.
+        """
+        if self.first_episode or self.first_index:
+            raise ValueError("a part of a dataset has no meta/ of its own: use write_parts_meta")
         tasks = [{"task_index": i, "task": t} for t, i in self.tasks.items()]
         _write_jsonl(self.root / V21_TASKS_PATH, tasks)
         _write_jsonl(self.root / V21_EPISODES_PATH, self.episodes)
@@ -414,6 +459,58 @@ class V21Writer:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.close()
+
+
+def write_parts_meta(root: str | Path, parts: Sequence[Mapping], name: str | None = None) -> None:
+    """Write ``meta/`` of a dataset whose episodes were written in parts (:meth:`V21Writer.part`).
+
+    ``parts`` are in episode order; their files must already be under ``root``. ``info.json``
+    is the first part's with the totals and ``splits`` of the whole dataset.
+
+    Raises:
+        DatasetError: parts that do not follow each other (episode or frame indices with gaps
+            or overlaps), that number tasks differently, or that disagree on fps or features.
+    """
+    root = Path(root)
+    name = name or root.name
+    if not parts:
+        raise DatasetError(name, "no parts to merge")
+    info = copy.deepcopy(parts[0]["info"])
+    tasks: list[str] = []
+    episodes, episodes_stats = [], []
+    total_frames = 0
+    for part in parts:
+        ep = part["first_episode"]
+        if ep != len(episodes) or part["first_index"] != total_frames:
+            raise DatasetError(
+                name,
+                f"part starting at episode {ep}, frame {part['first_index']} does not follow "
+                f"{len(episodes)} episodes of {total_frames} frames",
+                episode=ep,
+            )
+        if part["tasks"][: len(tasks)] != tasks:
+            raise DatasetError(name, f"part numbers tasks {part['tasks']}, not {tasks}", episode=ep)
+        for key in ("fps", "features", "chunks_size"):
+            if part["info"][key] != info[key]:
+                raise DatasetError(name, f"part has another {key} than the first part", episode=ep)
+        tasks = list(part["tasks"])
+        episodes += part["episodes"]
+        episodes_stats += part["episodes_stats"]
+        total_frames += part["total_frames"]
+    n = len(episodes)
+    videos = sum(ft["dtype"] == "video" for ft in info["features"].values())
+    info.update(
+        total_episodes=n,
+        total_frames=total_frames,
+        total_tasks=len(tasks),
+        total_videos=n * videos,
+        total_chunks=-(-n // info["chunks_size"]),
+        splits={"train": f"0:{n}"},
+    )
+    _write_jsonl(root / V21_TASKS_PATH, [{"task_index": i, "task": t} for i, t in enumerate(tasks)])
+    _write_jsonl(root / V21_EPISODES_PATH, episodes)
+    _write_jsonl(root / V21_EPISODES_STATS_PATH, episodes_stats)
+    write_json(root / V21_INFO_PATH, info)
 
 
 def probe_video_info(path: str | Path) -> dict:
