@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +190,8 @@ def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -
         )
     dataset_cls = StreamingDataset if stream else MapDataset
     ds = dataset_cls(url, **kwargs)
+    if stream:
+        ds.streams(max(scenario.workers, 1))  # fails early if a worker would get no episode
     loader = DataLoader(
         ds,
         batch_size=settings.batch_size,
@@ -274,6 +276,55 @@ def _run_lerobot(scenario: Scenario, root: Path, settings: Settings, url: str) -
     if measured.get("error"):
         raise ZeroSamplesError(f"{scenario.name}: {measured['error']}")
     return {**measured, "device": "cpu"}
+
+
+def run_multi_node(
+    dataset: str, root: str | Path, scenario_name: str, settings: Settings, final_json: str | Path
+) -> dict:
+    """Run an ``n{nodes}`` scenario as one rank per node (``robopipe.ranks.run_ranks``: srun
+    under SLURM, local processes otherwise) and combine the ranks' results.
+
+    Counts add up; rates divide them by the longest rank window
+    (``robopipe.ranks.combine_rank_results``); ``frames_per_s_per_node`` is the total over
+    nodes; peak RSS and first-batch latency are the worst rank's; latency percentiles and
+    single-process samples/s are rank 0's. Rank files go to a folder next to ``final_json``
+    (shared between nodes).
+
+    Raises:
+        RuntimeError: a rank failed.
+    """
+    from robopipe.ranks import combine_rank_results, run_ranks
+
+    scenario = parse_scenario(scenario_name)
+    Path(final_json).parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".ranks-", dir=Path(final_json).parent) as tmp:
+        argv = [
+            sys.executable, "-m", "robopipe.bench.runner", "--dataset", dataset,
+            "--root", str(Path(root).resolve()), "--scenario", scenario_name,
+            "--settings", json.dumps(asdict(settings)),
+            "--json", f"{tmp}/rank-{{rank}}.json", "--csv", f"{tmp}/rank-{{rank}}.csv",
+        ]  # fmt: skip
+        run_ranks(argv, scenario.nodes)
+        paths = [Path(tmp) / f"rank-{r}.json" for r in range(scenario.nodes)]
+        results = [json.loads(p.read_text()) for p in paths]
+        combined = combine_rank_results(paths)
+    caches = [r["decoder_cache"] for r in results if r["decoder_cache"]]
+    fallbacks = [r["cpu_fallback"] for r in results if r["cpu_fallback"] is not None]
+    return {
+        **results[0],
+        "samples": combined["samples"],
+        "frames": combined["frames"],
+        "steady_wall_s": combined["wall_s"],
+        "samples_per_s": combined["samples_per_s"],
+        "frames_per_s": combined["frames_per_s"],
+        "frames_per_s_per_node": combined["frames_per_s"] / scenario.nodes,
+        "first_batch_latency_s": max(r["first_batch_latency_s"] for r in results),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+        "shuffle_randomness": float(np.mean([r["shuffle_randomness"] for r in results])),
+        "decoder_cache": {k: sum(c[k] for c in caches) for k in caches[0]} if caches else None,
+        "cpu_fallback": any(fallbacks) if fallbacks else None,
+        "ranks": [r["ranks"][0] for r in results],
+    }
 
 
 def write_result(result: dict, json_path: str | Path, csv_path: str | Path) -> None:

@@ -1,0 +1,13 @@
+"""Snakemake script of rule ``bench_ceiling``: the dataset's decode ceiling per core."""
+
+from pathlib import Path
+
+from robopipe.atomic import write_json
+from robopipe.bench.ceiling import measure_ceiling
+from robopipe.jobs import logged
+
+with logged(snakemake) as log:
+    root = Path(snakemake.input.dataset).parent.parent
+    result = measure_ceiling(str(root), snakemake.wildcards.dataset, frames=snakemake.params.frames)
+    write_json(snakemake.output.json, result)
+    log.info("%s", result)

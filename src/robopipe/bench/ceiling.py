@@ -1,0 +1,58 @@
+"""A dataset's decode ceiling: frames/s one core decodes, sequentially and at random frames.
+
+torchcodec, one FFmpeg thread, one torch thread: the figures are per core. A random-access
+loader with W workers can at best reach ``random_frames_per_s_per_core * W``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+from torchcodec.decoders import VideoDecoder
+
+from robopipe.loading.metadata import read_meta
+
+SEQUENTIAL_CHUNK = 16  # frames per get_frames_in_range call
+
+
+def measure_ceiling(
+    root: str, dataset: str, *, frames: int = 300, seed: int = 0, seek_mode: str = "approximate"
+) -> dict:
+    """Decode up to ``frames`` frames per camera from each camera's first video file.
+
+    Returns:
+        the contract's ceiling dict: dataset, camera_count, sequential_frames_per_s_per_core,
+        random_frames_per_s_per_core, frames_measured, decoder ("torchcodec"),
+        ffmpeg_threads (1).
+    """
+    torch.set_num_threads(1)
+    meta = read_meta(root, name=dataset)
+    rng = np.random.default_rng(seed)
+    seq_frames = seq_s = rand_frames = rand_s = 0.0
+    for cam in meta.video_keys:
+        path = meta.path(meta.video_file(cam, 0))
+        decoder = VideoDecoder(path, seek_mode=seek_mode, num_ffmpeg_threads=1)
+        n = min(frames, len(decoder))
+        start = time.perf_counter()
+        for first in range(0, n, SEQUENTIAL_CHUNK):
+            decoder.get_frames_in_range(first, min(n, first + SEQUENTIAL_CHUNK))
+        seq_s += time.perf_counter() - start
+        seq_frames += n
+        decoder = VideoDecoder(path, seek_mode=seek_mode, num_ffmpeg_threads=1)
+        indices = rng.integers(0, len(decoder), n)
+        start = time.perf_counter()
+        for i in indices:
+            decoder.get_frame_at(int(i))
+        rand_s += time.perf_counter() - start
+        rand_frames += n
+    return {
+        "dataset": dataset,
+        "camera_count": len(meta.video_keys),
+        "sequential_frames_per_s_per_core": seq_frames / seq_s,
+        "random_frames_per_s_per_core": rand_frames / rand_s,
+        "frames_measured": int(seq_frames + rand_frames),
+        "decoder": "torchcodec",
+        "ffmpeg_threads": 1,
+    }

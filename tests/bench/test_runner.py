@@ -1,0 +1,96 @@
+"""The runner on a real converted dataset: results follow the schema, failures are clear."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+from robopipe.bench.ceiling import measure_ceiling
+from robopipe.bench.h264 import make_h264_copy
+from robopipe.bench.runner import Settings, run_multi_node, run_scenario, write_result
+from robopipe.loading import MapDataset
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMA = yaml.safe_load((REPO / "workflow/schemas/bench_result.schema.yaml").read_text())
+QUICK = Settings(batch_size=4, warmup_batches=2, steady_s=0.5, probe_samples=8, shuffle_buffer=16)
+LEROBOT_PYTHON = REPO / ".venv-lerobot/bin/python"
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "robopipe_map_local_single_cpu_w0_n1",
+        "robopipe_map_local_sarm_cpu_w1_n1",
+        "robopipe_stream_http_single_cpu_w2_n1",
+        "robopipe_stream_s3_single_cpu_w0_n1",
+    ],
+)
+def test_scenario_result_follows_schema(v30, tmp_path, scenario):
+    result = run_scenario("tiny", v30, scenario, QUICK)
+    jsonschema.validate(result, SCHEMA)
+    assert result["scenario"] == scenario and result["samples"] > 0
+    frames_per_sample = 2 * (8 if "sarm" in scenario else 1)  # 2 cameras
+    assert result["frames"] == result["samples"] * frames_per_sample
+    assert result["decoder_cache"]["misses"] >= 2
+    assert result["fetch_share"] + result["decode_share"] == pytest.approx(1)
+    write_result(result, tmp_path / "r.json", tmp_path / "r.csv")
+    header, row = (tmp_path / "r.csv").read_text().splitlines()
+    assert "latency_ms_p99" in header.split(",") and len(header.split(",")) == len(row.split(","))
+    assert json.loads((tmp_path / "r.json").read_text()) == result
+
+
+def test_two_ranks_combine(v30, tmp_path):
+    result = run_multi_node(
+        "tiny", v30, "robopipe_stream_local_single_cpu_w1_n2", QUICK, tmp_path / "r.json"
+    )
+    jsonschema.validate(result, SCHEMA)
+    assert [r["rank"] for r in result["ranks"]] == [0, 1]
+    assert result["samples"] == sum(r["samples"] for r in result["ranks"])
+    assert result["frames_per_s_per_node"] == pytest.approx(result["frames_per_s"] / 2)
+
+
+def test_cli_fails_clearly_when_workers_cannot_all_get_work(v30, tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "robopipe.bench.runner", "--dataset", "tiny", "--root", str(v30),
+         "--scenario", "robopipe_stream_local_single_cpu_w7_n1",
+         "--json", str(tmp_path / "r.json"), "--csv", str(tmp_path / "r.csv")],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "tiny/robopipe_stream_local_single_cpu_w7_n1" in done.stderr
+    assert "disjoint non-empty" in done.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_lerobot_loader_needs_an_interpreter(v30):
+    with pytest.raises(ValueError, match="lerobot_python"):
+        run_scenario("tiny", v30, "lerobot_map_local_single_cpu_w0_n1", QUICK)
+
+
+@pytest.mark.skipif(not LEROBOT_PYTHON.exists(), reason="no lerobot env (tools/lerobot_env.sh)")
+def test_lerobot_map_through_its_own_interpreter(v30):
+    settings = Settings(**{**QUICK.__dict__, "lerobot_python": str(LEROBOT_PYTHON)})
+    result = run_scenario("tiny", v30, "lerobot_map_local_single_cpu_w0_n1", settings)
+    jsonschema.validate(result, SCHEMA)
+    assert result["frames"] == 2 * result["samples"] and result["decoder_cache"] is None
+
+
+def test_ceiling(v30):
+    out = measure_ceiling(str(v30), "tiny", frames=20)
+    assert out["camera_count"] == 2 and out["frames_measured"] == 80
+    assert out["sequential_frames_per_s_per_core"] > 0 and out["random_frames_per_s_per_core"] > 0
+
+
+def test_h264_copy_keeps_timestamps_and_frames(v30, tmp_path):
+    make_h264_copy(v30, tmp_path / "h264", crf=10)
+    info = json.loads((tmp_path / "h264/meta/info.json").read_text())
+    cams = [k for k, f in info["features"].items() if f["dtype"] == "video"]
+    assert all(info["features"][k]["info"]["video.codec"] == "h264" for k in cams)
+    av1, h264 = MapDataset(v30), MapDataset(tmp_path / "h264")  # pts checked within tolerance_s
+    for i in range(0, len(av1), 11):
+        a, b = av1[i][cams[0]].int(), h264[i][cams[0]].int()
+        assert (a - b).abs().float().mean() < 3  # lossy, but the same frame
