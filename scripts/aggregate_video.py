@@ -1,8 +1,18 @@
-"""Snakemake job: write one camera's v3.0 video file from its shards (stream copy)."""
+"""Snakemake job: write one camera's v3.0 video file from its episodes' mp4s (stream copy)."""
 
 from robopipe.aggregate import aggregate_video
 from robopipe.jobs import logged
+from robopipe.plan import load_plan
+from robopipe.source import load_source
 
 with logged(snakemake) as log:
-    aggregate_video(list(snakemake.input), snakemake.wildcards.video_key, snakemake.output[0])
-    log.info("wrote %s from %d shards", snakemake.output[0], len(snakemake.input))
+    wildcards = snakemake.wildcards
+    aggregate_video(
+        load_source(snakemake.params.source, wildcards.dataset),
+        load_plan(snakemake.input.plan),
+        wildcards.video_key,
+        int(wildcards.chunk),
+        int(wildcards.file),
+        snakemake.output[0],
+    )
+    log.info("wrote %s", snakemake.output[0])

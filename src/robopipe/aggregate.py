@@ -1,20 +1,21 @@
-"""Aggregate jobs: one final v3.0 data or video file from its planned shards.
+"""Aggregate jobs: one final v3.0 data file from its shards, or one video file from its
+episodes' mp4s.
 
-Each final file is written once, from its list of shards, so the aggregates of a dataset are
-independent and run in parallel (lerobot's own aggregation appends to the destination file
-episode by episode).
+Each final file is written once, from its planned list of shards or episodes, so the
+aggregates of a dataset are independent and run in parallel (lerobot's own aggregation
+appends to the destination file episode by episode).
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from robopipe.atomic import atomic_path, link_or_copy
-from robopipe.shard import SHARD_DATA, SHARD_EPISODES, shard_video
-from robopipe.video import concat_videos
+from robopipe.atomic import atomic_path
+from robopipe.shard import SHARD_DATA, check_frame_count
+from robopipe.source import V21Source
+from robopipe.video import VideoError, concat_videos
 
 
 def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
@@ -40,25 +41,30 @@ def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
                 writer.close()
 
 
-def aggregate_video(shard_dirs: list[Path], video_key: str, output: Path) -> None:
-    """Write one camera's video file ``output`` from the shards' mp4s, by stream copy.
+def aggregate_video(
+    source: V21Source, plan: dict, video_key: str, chunk: int, file: int, output: Path
+) -> None:
+    """Write one camera's final video file ``output`` from its episodes' mp4s, by stream copy.
 
-    Shard ``k`` is placed at the sum of the durations of the episodes before it, in ticks (from
-    each shard's ``episodes.json``), so every episode lands exactly at the ``from_timestamp``
-    the episodes metadata records. A file made of a single shard is hard-linked (or copied
-    where links are not possible): no remux at all.
+    The episodes are those the plan assigns to ``(chunk, file)`` of ``video_key``; each lands
+    at the sum of the earlier episodes' stream durations, in ticks, exactly the
+    ``from_timestamp`` the episodes metadata records (:func:`robopipe.video.concat_videos`).
+
+    Raises:
+        DatasetError: an episode mp4 cannot be read, or its packet count differs from the
+            episode's length.
     """
-    inputs = [Path(d) / shard_video(video_key) for d in shard_dirs]
+    episodes = [e for e in plan["episodes"] if e["videos"][video_key] == [chunk, file]]
+    if not episodes:
+        raise ValueError(f"plan has no {video_key} file chunk {chunk} file {file}")
+    inputs = [source.video_file(e["source_episode_index"], video_key) for e in episodes]
     with atomic_path(output) as tmp:
-        if len(inputs) == 1:
-            link_or_copy(inputs[0], tmp)
-            return
-        durations = [
-            sum(ep["videos"][video_key]["duration_ticks"] for ep in _shard_episodes(d))
-            for d in shard_dirs
-        ]
-        concat_videos(inputs, tmp, durations_ticks=durations)
-
-
-def _shard_episodes(shard_dir: Path) -> list[dict]:
-    return json.loads((Path(shard_dir) / SHARD_EPISODES).read_text(encoding="utf-8"))
+        try:
+            remuxed = concat_videos(inputs, tmp)
+        except VideoError as exc:
+            ep = episodes[inputs.index(exc.path)]
+            raise source.error(
+                exc.reason, episode=ep["source_episode_index"], file=exc.path
+            ) from exc
+        for ep, path, result in zip(episodes, inputs, remuxed, strict=True):
+            check_frame_count(source, ep, path, result.frames)

@@ -75,8 +75,11 @@ def convert_dataset(
     for key, files in plan["files"]["videos"].items():
         for f in files:
             aggregate_video(
-                [shard_dirs[s] for s in f["shards"]],
+                source,
+                plan,
                 key,
+                f["chunk"],
+                f["file"],
                 staging / video_path(key, f["chunk"], f["file"]),
             )
     write_meta(source, plan, shard_dirs, staging / "meta")

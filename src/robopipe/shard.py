@@ -5,9 +5,13 @@ A shard writes, into one directory (moved into place only when complete):
 - ``data.parquet``: the episodes' rows, the source's columns and values (``episode_index``
   and ``index`` renumbered only when episodes are skipped; ``timestamp`` rewritten as
   ``frame_index / fps`` only with ``restamp_timestamps``);
-- ``<video_key>.mp4`` per camera: the episodes' mp4s remuxed by stream copy
-  (:func:`robopipe.video.concat_videos`);
-- ``episodes.json``: per episode its length and, per camera, frames and duration in ticks.
+- ``episodes.json``: per episode its length and, per camera, the frame count and duration
+  (ticks) read from the mp4 header, checked against the parquet's rows.
+
+Video is not copied here: each final video file is remuxed once, straight from the episode
+mp4s, by its aggregate job (:func:`robopipe.aggregate.aggregate_video`); a second pass through
+an intermediate shard mp4 would double the packet copying for no parallelism, since one job
+writes each final file either way.
 """
 
 from __future__ import annotations
@@ -24,15 +28,10 @@ from robopipe.atomic import atomic_path
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.plan import shard_of
 from robopipe.source import V21Source
-from robopipe.video import VideoError, concat_videos
+from robopipe.video import VideoError, probe_video
 
 SHARD_DATA = "data.parquet"
 SHARD_EPISODES = "episodes.json"
-
-
-def shard_video(video_key: str) -> str:
-    """File name of a camera's video inside a shard directory."""
-    return f"{video_key}.mp4"
 
 
 def build_shard(
@@ -49,8 +48,9 @@ def build_shard(
     Raises:
         DatasetError: an episode's parquet is unreadable or its schema differs from the
             first episode's; its timestamps are off ``frame_index / fps`` by more than
-            ``tolerance_s`` (without ``restamp_timestamps``); an mp4 is missing, truncated or
-            corrupt; an mp4's frame count differs from the parquet's row count.
+            ``tolerance_s`` (without ``restamp_timestamps``); an mp4 is missing or its header
+            unreadable (truncated, corrupt); an mp4's frame count differs from the parquet's
+            row count.
     """
     first, stop = shard_of(plan, shard_id)["episodes"]
     episodes = plan["episodes"][first:stop]
@@ -75,25 +75,31 @@ def build_shard(
             for ep in episodes
         ]
         for key in plan["video_keys"]:
-            inputs = [source.video_file(ep["source_episode_index"], key) for ep in episodes]
-            try:
-                remuxed = concat_videos(inputs, tmp / shard_video(key))
-            except VideoError as exc:
-                src_index = episodes[inputs.index(exc.path)]["source_episode_index"]
-                raise source.error(exc.reason, episode=src_index, file=exc.path) from exc
-            for row, ep, path, result in zip(rows, episodes, inputs, remuxed, strict=True):
-                if result.frames != ep["length"]:
+            for row, ep in zip(rows, episodes, strict=True):
+                path = source.video_file(ep["source_episode_index"], key)
+                try:
+                    info = probe_video(path)
+                except VideoError as exc:
                     raise source.error(
-                        f"{result.frames} frames in the mp4 but {ep['length']} rows in the parquet",
-                        episode=ep["source_episode_index"],
-                        file=path,
-                    )
+                        exc.reason, episode=ep["source_episode_index"], file=path
+                    ) from exc
+                check_frame_count(source, ep, path, info.frames)
                 row["videos"][key] = {
-                    "frames": result.frames,
-                    "duration_ticks": result.duration_ticks,
-                    "time_base": str(result.time_base),
+                    "frames": info.frames,
+                    "duration_ticks": info.duration_ticks,
+                    "time_base": str(info.time_base),
                 }
         (tmp / SHARD_EPISODES).write_text(json.dumps(rows), encoding="utf-8")
+
+
+def check_frame_count(source: V21Source, ep: dict, path: Path, frames: int) -> None:
+    """Raise a :class:`DatasetError` unless the mp4 at ``path`` has one frame per row."""
+    if frames != ep["length"]:
+        raise source.error(
+            f"{frames} frames in the mp4 but {ep['length']} rows in the parquet",
+            episode=ep["source_episode_index"],
+            file=path,
+        )
 
 
 def _episode_table(

@@ -60,17 +60,12 @@ class RemuxedInput:
         return float(self.duration_ticks * self.time_base)
 
 
-def concat_videos(
-    inputs: list[Path], output: Path, durations_ticks: list[int] | None = None
-) -> list[RemuxedInput]:
+def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
     """Concatenate mp4 files into ``output`` by stream copy, with exact timestamps.
 
     Args:
         inputs: mp4 files with one video stream each, same codec and time base.
         output: the mp4 to write (``movflags=faststart``, moov at the front, as lerobot).
-        durations_ticks: each input's duration in time-base ticks, where already known (the
-            sum of its episodes' durations for a shard file); by default each input's stream
-            duration is read, as lerobot's ``get_video_duration_in_s`` does.
 
     Returns:
         One :class:`RemuxedInput` per input, in order.
@@ -87,7 +82,7 @@ def concat_videos(
     with av.open(str(output), "w", format="mp4", options={"movflags": "faststart"}) as out:
         out_stream = None
         time_base = None
-        for position, path in enumerate(inputs):
+        for path in inputs:
             try:
                 with av.open(str(path)) as container:
                     if not container.streams.video:
@@ -103,10 +98,7 @@ def concat_videos(
                             f"time base {stream.time_base} differs from {time_base} of the "
                             "first file; cannot stream-copy into one file",
                         )
-                    if durations_ticks is None:
-                        duration = _duration_ticks(path, container, stream)
-                    else:
-                        duration = durations_ticks[position]
+                    duration = _duration_ticks(path, container, stream)
                     frames = 0
                     for packet in container.demux(stream):
                         if packet.dts is None:
@@ -121,6 +113,38 @@ def concat_videos(
             results.append(RemuxedInput(frames, offset, duration, Fraction(time_base)))
             offset += duration
     return results
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What an mp4's header says of its first video stream.
+
+    Attributes:
+        frames: frame count (``nb_frames``; packets counted where the header lacks it).
+        duration_ticks: stream duration in ``time_base`` ticks.
+        time_base: seconds per tick.
+    """
+
+    frames: int
+    duration_ticks: int
+    time_base: Fraction
+
+
+def probe_video(path: Path) -> VideoInfo:
+    """Read the frame count and duration of ``path``'s first video stream (no decoding).
+
+    Raises:
+        VideoError: the file is missing, unreadable or truncated, or has no video stream.
+    """
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise VideoError(path, "no video stream")
+            stream = container.streams.video[0]
+            frames = stream.frames or sum(1 for p in container.demux(stream) if p.dts is not None)
+            return VideoInfo(frames, _duration_ticks(path, container, stream), stream.time_base)
+    except (av.FFmpegError, OSError) as exc:
+        raise VideoError(path, f"cannot read video: {exc}") from exc
 
 
 def _duration_ticks(path: Path, container, stream) -> int:

@@ -116,16 +116,6 @@ def data_file_shards(wildcards):
     raise ValueError(f"plan of {wildcards.dataset} has no data file {wildcards.chunk}/{wildcards.file}")
 
 
-def video_file_shards(wildcards):
-    plan = plan_of(wildcards.dataset)
-    for f in plan["files"]["videos"].get(wildcards.video_key, []):
-        if (f["chunk"], f["file"]) == (int(wildcards.chunk), int(wildcards.file)):
-            return [shard_dir(wildcards.dataset, s) for s in f["shards"]]
-    raise ValueError(
-        f"plan of {wildcards.dataset} has no {wildcards.video_key} file {wildcards.chunk}/{wildcards.file}"
-    )
-
-
 def staged_files(wildcards):
     """Every data and video file of the dataset, in its staging folder."""
     plan = plan_of(wildcards.dataset)

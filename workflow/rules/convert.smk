@@ -48,9 +48,11 @@ rule aggregate_data:
 
 rule aggregate_video:
     input:
-        video_file_shards,
+        plan="results/{dataset}/plan.json",
     output:
         "results/{dataset}/staging/videos/{video_key}/chunk-{chunk}/file-{file}.mp4",
+    params:
+        source=source_of,
     log:
         "results/logs/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.log",
     benchmark:
