@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install what robopipe needs on a fresh Debian 12 machine (run as root, or with sudo rights).
+#   tools/install.sh          the workflow: FFmpeg libraries, robopipe with torch/torchcodec
+#   tools/install.sh --test   also what the tests use: Chromium (report screenshot), munge and
+#                             SLURM daemons (the real local cluster), pytest, moto
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+test_extras=false
+[ "${1:-}" = "--test" ] && test_extras=true
+
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+packages=(ffmpeg)
+if $test_extras; then
+    packages+=(chromium munge slurm-client slurmctld slurmd)
+fi
+missing=()
+for p in "${packages[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -qq
+    # keep package scripts from starting daemons: the tests start their own SLURM cluster
+    echo 'exit 101' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
+    $sudo chmod +x /usr/sbin/policy-rc.d
+    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    $sudo rm -f /usr/sbin/policy-rc.d
+fi
+
+extras="torch"
+$test_extras && extras="torch,test"
+python -m pip install -q -e ".[$extras]"
