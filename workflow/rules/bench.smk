@@ -47,17 +47,17 @@ rule bench_scenario:
     output:
         json="results/bench/{dataset}/{scenario}.json",
         csv="results/bench/{dataset}/{scenario}.csv",
-    params:
-        settings=bench_settings,
+    log:
+        "results/logs/{dataset}/bench_scenario/{scenario}.log",
+    benchmark:
+        "results/benchmarks/{dataset}/bench_scenario/{scenario}.tsv"
     wildcard_constraints:
         scenario=WILDCARD_CONSTRAINTS["scenario"],
     threads: bench_threads
     resources:
         network=bench_network,
-    log:
-        "results/logs/{dataset}/bench_scenario/{scenario}.log",
-    benchmark:
-        "results/benchmarks/{dataset}/bench_scenario/{scenario}.tsv"
+    params:
+        settings=bench_settings,
     script:
         "../../scripts/bench_scenario.py"
 
@@ -67,12 +67,12 @@ rule bench_ceiling:
         dataset="results/{dataset}/v3.0/meta/info.json",
     output:
         json="results/bench/{dataset}/ceiling.json",
-    params:
-        frames=config["bench"].get("ceiling_frames", 300),
     log:
         "results/logs/{dataset}/bench_ceiling/ceiling.log",
     benchmark:
         "results/benchmarks/{dataset}/bench_ceiling/ceiling.tsv"
+    params:
+        frames=config["bench"].get("ceiling_frames", 300),
     script:
         "../../scripts/bench_ceiling.py"
 
@@ -82,11 +82,11 @@ rule h264_copy:
         dataset="results/{dataset}/v3.0/meta/info.json",
     output:
         dataset=directory("results/{dataset}/h264"),
-    params:
-        options=config["bench"].get("h264", {}),
     log:
         "results/logs/{dataset}/h264_copy/h264.log",
     benchmark:
         "results/benchmarks/{dataset}/h264_copy/h264.tsv"
+    params:
+        options=config["bench"].get("h264", {}),
     script:
         "../../scripts/h264_copy.py"
