@@ -1,0 +1,95 @@
+"""Dataloading figures on the real cr5 dataset (../shared/datasets/cr5_banana_plate_v21).
+
+    python benchmarks/bench_loaders.py [--steady-s 20] [--workers 2] [--batch-size 32]
+
+Converts the dataset once (robopipe, restamped timestamps, cached in results/bench_loaders/),
+measures its decode ceiling, then runs each scenario in its own process with
+``python -m robopipe.bench.runner`` (as the ``bench_scenario`` rule does), uint8 images, and
+prints:
+
+- map-style: robopipe vs lerobot 0.6.1 LeRobotDataset samples/s (when .venv-lerobot exists;
+  goal >= 2x), and vs 70% of the random-access ceiling x workers;
+- streaming: 2 workers vs 1 worker samples/s (goal >= 1.7x), and its peak RSS (goal < 2 GB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO / ".." / "shared" / "datasets" / "cr5_banana_plate_v21"
+WORK = REPO / "results" / "bench_loaders"
+LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
+
+
+def converted() -> Path:
+    out = WORK / "cr5" / "v3.0"
+    if not (out / "meta" / "info.json").exists():
+        from robopipe.convert import convert_dataset
+
+        convert_dataset(SOURCE, out, name="cr5", restamp_timestamps=True)
+    return out
+
+
+def run(root: Path, scenario: str, settings: dict) -> dict:
+    out = WORK / "results" / f"{scenario}.json"
+    command = [
+        sys.executable, "-m", "robopipe.bench.runner", "--dataset", "cr5", "--root", str(root),
+        "--scenario", scenario, "--settings", json.dumps(settings),
+        "--json", str(out), "--csv", str(out.with_suffix(".csv")),
+    ]  # fmt: skip
+    subprocess.run(command, check=True)
+    return json.loads(out.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steady-s", type=float, default=20.0)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=32)
+    args = parser.parse_args()
+    if not SOURCE.is_dir():
+        sys.exit(f"skipped: {SOURCE} is missing")
+    root = converted()
+    from robopipe.bench.ceiling import measure_ceiling
+
+    ceiling = measure_ceiling(str(root), "cr5", frames=300)
+    settings = {
+        "batch_size": args.batch_size,
+        "image_dtype": "uint8",
+        "steady_s": args.steady_s,
+        "warmup_batches": 5,
+        "probe_samples": 100,
+        "lerobot_python": str(LEROBOT_PYTHON),
+    }
+    w = args.workers
+    ours = run(root, f"robopipe_map_local_single_cpu_w{w}_n1", settings)
+    random_ceiling = ceiling["random_frames_per_s_per_core"]
+    seq_ceiling = ceiling["sequential_frames_per_s_per_core"]
+    print(f"ceiling (frames/s per core): sequential {seq_ceiling:.0f}"
+          f", random {random_ceiling:.0f}")  # fmt: skip
+    print(f"robopipe_map w{w}: {ours['samples_per_s']:.1f} samples/s "
+          f"({ours['samples_per_s'] / (0.7 * random_ceiling * w):.2f} x 70% of ceiling x {w})"
+          f", p50/p99 {ours['latency_ms']['p50']:.1f}/{ours['latency_ms']['p99']:.1f} ms"
+          f", peak RSS {ours['peak_rss_mb']:.0f} MB")  # fmt: skip
+    if LEROBOT_PYTHON.exists():
+        theirs = run(root, f"lerobot_map_local_single_cpu_w{w}_n1", settings)
+        print(f"lerobot_map w{w}: {theirs['samples_per_s']:.1f} samples/s; robopipe / lerobot = "
+              f"{ours['samples_per_s'] / theirs['samples_per_s']:.2f}x"
+              f", lerobot peak RSS {theirs['peak_rss_mb']:.0f} MB")  # fmt: skip
+    else:
+        print("lerobot_map: skipped (no .venv-lerobot; see tools/lerobot_env.sh)")
+    one = run(root, "robopipe_stream_local_single_cpu_w1_n1", settings)
+    two = run(root, f"robopipe_stream_local_single_cpu_w{w}_n1", settings)
+    print(f"robopipe_stream: w1 {one['samples_per_s']:.1f}, w{w} {two['samples_per_s']:.1f} "
+          f"samples/s ({two['samples_per_s'] / one['samples_per_s']:.2f}x), peak RSS "
+          f"{max(one['peak_rss_mb'], two['peak_rss_mb']):.0f} MB, first batch "
+          f"{two['first_batch_latency_s']:.2f} s")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
