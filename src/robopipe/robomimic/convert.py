@@ -96,6 +96,11 @@ def make_plan(hdf5: str | Path, name: str, options: RobomimicOptions) -> dict:
     }
 
 
+def load_plan(path: str | Path) -> dict:
+    """Read a plan written from :func:`make_plan` (``results/{dataset}/robomimic/plan.json``)."""
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
 def write_batch(plan: dict, batch_id: str, out_dir: str | Path) -> Path:
     """Write one batch's episodes (parquet, mp4 per camera, ``part.json``) to ``out_dir``.
 
