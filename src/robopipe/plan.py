@@ -68,7 +68,8 @@ def make_plan(source: V21Source, options: PlanOptions) -> dict:
     ``episode_index`` is the output index, ``source_episode_index`` the v2.1 one.
 
     Raises:
-        DatasetError: a skipped episode does not exist, nothing is left to convert, a data or
+        DatasetError: a skipped episode does not exist, nothing is left to convert,
+            ``episodes_stats.jsonl`` lacks an episode, a data or
             video file is missing or its parquet footer is unreadable, or a parquet's row count
             differs from the episode's ``length`` in ``episodes.jsonl``.
     """
@@ -79,6 +80,7 @@ def make_plan(source: V21Source, options: PlanOptions) -> dict:
     kept = [e["episode_index"] for e in source.episodes if e["episode_index"] not in skip]
     if not kept:
         raise source.error("no episodes left to convert")
+    source.episodes_stats  # noqa: B018 (read now: a missing or incomplete file fails the plan)
 
     data_sizes, lengths = [], []
     video_sizes = {key: [] for key in source.video_keys}

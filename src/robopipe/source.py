@@ -10,6 +10,7 @@ templates), so a missing file is reported by name instead of shifting every late
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,7 +47,6 @@ class V21Source:
         root: the folder holding ``meta/``, ``data/`` and ``videos/``.
         info: ``meta/info.json`` as a dict.
         episodes: ``meta/episodes.jsonl`` lines, sorted by ``episode_index``.
-        episodes_stats: ``meta/episodes_stats.jsonl`` ``stats`` dicts by episode index.
         tasks: task strings by ``task_index``.
         video_keys: the cameras (features of dtype ``video``), sorted as lerobot sorts them.
     """
@@ -55,9 +55,26 @@ class V21Source:
     root: Path
     info: dict
     episodes: list[dict]
-    episodes_stats: dict[int, dict]
     tasks: list[str]
     video_keys: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def episodes_stats(self) -> dict[int, dict]:
+        """``meta/episodes_stats.jsonl``: each episode's ``stats`` dict, by episode index.
+
+        Read on first use (only the plan and meta jobs need it; it is the largest meta file).
+
+        Raises:
+            DatasetError: the file is missing or unreadable, or an episode has no stats.
+        """
+        lines = _read_jsonl(self.root, V21_EPISODES_STATS_PATH, self.name)
+        stats = {line["episode_index"]: line["stats"] for line in lines}
+        absent = sorted(set(range(len(self.episodes))) - set(stats))
+        if absent:
+            raise self.error(
+                "no stats for this episode", episode=absent[0], file=V21_EPISODES_STATS_PATH
+            )
+        return stats
 
     @property
     def fps(self) -> int:
@@ -93,14 +110,15 @@ class V21Source:
 def load_source(root: str | Path, name: str) -> V21Source:
     """Load and check the metadata of the v2.1 dataset in ``root``.
 
-    Reads ``meta/info.json``, ``episodes.jsonl``, ``episodes_stats.jsonl`` and ``tasks.jsonl``.
-    It does not open data or video files (the plan and the shard jobs do).
+    Reads ``meta/info.json``, ``episodes.jsonl`` and ``tasks.jsonl``; ``episodes_stats.jsonl``
+    is read on first use of :attr:`V21Source.episodes_stats`. It does not open data or video
+    files (the plan and the shard jobs do).
 
     Raises:
         DatasetError: the folder or a meta file is missing or unreadable; ``info.json`` lacks a
             required field or has another ``codebase_version`` than ``v2.1``; episode indices
-            are not contiguous from 0; the episode count disagrees with ``total_episodes`` or
-            with ``episodes_stats.jsonl``; task indices are not ``0..K-1``.
+            are not contiguous from 0; the episode count disagrees with ``total_episodes``;
+            task indices are not ``0..K-1``.
     """
     root = Path(root)
     if not root.is_dir():
@@ -136,13 +154,6 @@ def load_source(root: str | Path, name: str) -> V21Source:
             f"{info['total_episodes']}",
             file=V21_EPISODES_PATH,
         )
-    stats_lines = _read_jsonl(root, V21_EPISODES_STATS_PATH, name)
-    episodes_stats = {line["episode_index"]: line["stats"] for line in stats_lines}
-    absent = sorted(set(range(len(episodes))) - set(episodes_stats))
-    if absent:
-        raise DatasetError(
-            name, "no stats for this episode", episode=absent[0], file=V21_EPISODES_STATS_PATH
-        )
     task_lines = sorted(_read_jsonl(root, V21_TASKS_PATH, name), key=lambda t: t["task_index"])
     if [t["task_index"] for t in task_lines] != list(range(len(task_lines))):
         raise DatasetError(name, "task indices are not 0..K-1", file=V21_TASKS_PATH)
@@ -154,7 +165,6 @@ def load_source(root: str | Path, name: str) -> V21Source:
         root=root,
         info=info,
         episodes=episodes,
-        episodes_stats=episodes_stats,
         tasks=[t["task"] for t in task_lines],
         video_keys=video_keys,
     )
