@@ -46,12 +46,12 @@ def robomimic_batch_dirs(wildcards):
 rule robomimic_generate:
     output:
         "results/{dataset}/robomimic/generated.hdf5",
-    params:
-        options=robomimic_generate_options,
     log:
         "results/logs/{dataset}/robomimic_generate.log",
     benchmark:
         "results/benchmarks/{dataset}/robomimic_generate/robomimic_generate.tsv"
+    params:
+        options=robomimic_generate_options,
     script:
         "../../scripts/robomimic_generate.py"
 
@@ -61,12 +61,12 @@ checkpoint robomimic_plan:
         hdf5=robomimic_hdf5,
     output:
         plan="results/{dataset}/robomimic/plan.json",
-    params:
-        options=robomimic_options,
     log:
         "results/logs/{dataset}/robomimic_plan.log",
     benchmark:
         "results/benchmarks/{dataset}/robomimic_plan/robomimic_plan.tsv"
+    params:
+        options=robomimic_options,
     script:
         "../../scripts/robomimic_plan.py"
 

@@ -112,12 +112,14 @@ def _write_demo(group, rng, length: int, cameras: Sequence[str], height: int, wi
 
 
 def _render(eef: np.ndarray, goal: np.ndarray, camera: int, height: int, width: int):
-    """uint8 (T, H, W, 3): a gradient background, the goal as a green square and the
-    end effector as a red disk, seen from above (camera 0) or from the side (others)."""
+    """uint8 (T, H, W, 3): a gradient background with stripes that move one pixel per step,
+    the goal as a green square and the end effector as a red disk, seen from above (camera 0)
+    or from the side (others)."""
     axes = (0, 1) if camera == 0 else (0, 2)
     y, x = np.mgrid[0:height, 0:width].astype(np.float32)
     background = np.stack([x / width * 120 + 60, y / height * 120 + 60, np.full_like(x, 90)], -1)
-    frames = np.repeat(background[None], len(eef), axis=0)
+    t = np.arange(len(eef), dtype=np.float32)[:, None, None, None]
+    frames = background[None] + 30 * np.sin(2 * np.pi * (x[..., None] + t) / 16)
 
     def pixel(p):  # metres in [-0.4, 0.4] -> pixel (row, col)
         return (p[..., axes[1]] / 0.8 + 0.5) * height, (p[..., axes[0]] / 0.8 + 0.5) * width
