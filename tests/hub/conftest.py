@@ -1,0 +1,90 @@
+"""Fixtures for the Hub tests: the stand-in Hub server, a network log, demo datasets.
+
+``hub_standin(repos, page_size=1000) -> HubStandin``
+    Starts ``tests/hub_standin.py``'s server on a free port of 127.0.0.1 serving ``repos``
+    ({repo id: {revision: folder}}); every server started is stopped at teardown.
+``net_log``
+    Logs the hosts this process and its subprocesses resolve or connect to
+    (``tests/hub/netaudit/sitecustomize.py``); ``net_log.env(env)`` adds it to a
+    subprocess's environment, ``net_log.hosts()`` reads what was logged.
+``v21`` / ``v30``
+    A small v2.1 demo dataset (8 episodes, 2 cameras) and its v3.0 conversion, whose videos
+    roll over into several files (the same source as tests/loading's ``rollover``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+from hub_standin import serve_hub
+
+from robopipe.convert import convert_dataset
+
+NETAUDIT = Path(__file__).parent / "netaudit"
+LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
+
+
+@pytest.fixture
+def hub_standin():
+    """Factory ``hub_standin(repos, page_size=...) -> HubStandin``; servers stop at teardown."""
+    with contextlib.ExitStack() as stack:
+        yield lambda repos, **kwargs: stack.enter_context(serve_hub(repos, **kwargs))
+
+
+class NetLog:
+    """The hosts logged by the audit hook into ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def env(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` plus what makes a subprocess log its connections here."""
+        pythonpath = os.pathsep.join(filter(None, [str(NETAUDIT), env.get("PYTHONPATH")]))
+        return {**env, "PYTHONPATH": pythonpath, "ROBOPIPE_NET_LOG": str(self.path)}
+
+    def hosts(self) -> set[str]:
+        if not self.path.exists():
+            return set()
+        return {line.split()[1] for line in self.path.read_text().splitlines()}
+
+
+@pytest.fixture
+def net_log(tmp_path, monkeypatch) -> NetLog:
+    """Log this process's (and its subprocesses') network use for the test's duration."""
+    spec = importlib.util.spec_from_file_location("netaudit", NETAUDIT / "sitecustomize.py")
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))  # installs the hook once
+    log = NetLog(tmp_path / "net.log")
+    monkeypatch.setenv("ROBOPIPE_NET_LOG", str(log.path))
+    return log
+
+
+@pytest.fixture
+def hf_client(tmp_path, monkeypatch) -> Path:
+    """An in-process huggingface_hub client that contacts no host but the endpoint it is
+    given: telemetry off and a temporary cache (yielded; it holds the refs snapshot_download
+    records). huggingface_hub reads HF_HUB_DISABLE_TELEMETRY and HF_HOME when imported, so
+    its module constants are patched. With telemetry on, building the user agent fetches
+    ``{constants.ENDPOINT}/api/agent-harnesses`` (utils/_detect_agent.py:196): huggingface.co
+    unless HF_ENDPOINT was set before the import."""
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf_home" / "hub"
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    return cache
+
+
+@pytest.fixture(scope="session")
+def v21(make_v21) -> Path:
+    return make_v21(episodes=8, cameras=2, fps=10, min_length=12, max_length=30)
+
+
+@pytest.fixture(scope="session")
+def v30(v21, tmp_path_factory) -> Path:
+    output = tmp_path_factory.mktemp("hub_v30") / "hubds"
+    convert_dataset(v21, output, name="hubds", video_file_size_in_mb=0.02)
+    return output

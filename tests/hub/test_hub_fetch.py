@@ -1,0 +1,67 @@
+"""robopipe.hub.fetch_dataset against the Hub stand-in: the files, the errors, no other host."""
+
+import shutil
+
+import pytest
+from conftest import LOCAL_HOSTS
+from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
+
+from robopipe.hub import fetch_dataset
+
+
+def _tree(root, top=("meta", "data", "videos")) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.relative_to(root).parts[0] in top
+    }
+
+
+@pytest.fixture
+def repo(v21, tmp_path):
+    """The v2.1 dataset as a Hub repo has it: plus a README and .gitattributes."""
+    root = tmp_path / "repo"
+    shutil.copytree(v21, root)
+    (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n")
+    (root / ".gitattributes").write_text("*.mp4 filter=lfs diff=lfs merge=lfs -text\n")
+    return root
+
+
+def test_fetch_downloads_meta_data_and_videos(repo, hub_standin, net_log, hf_client, tmp_path):
+    hub = hub_standin({"local/demo": {"v2.1": repo, "main": tmp_path}}, page_size=5)
+    output = tmp_path / "out" / "hub"
+    fetch_dataset("local/demo", "v2.1", output, endpoint=hub.endpoint)
+
+    expected = _tree(repo)
+    assert len([p for p in expected if p.startswith("videos/")]) == 16  # 8 episodes x 2 cameras
+    assert _tree(output) == expected
+    assert not (output / "README.md").exists() and not (output / ".gitattributes").exists()
+    assert sorted(p.name for p in output.parent.iterdir()) == ["hub"]
+    downloaded = {
+        r.path.split("/resolve/", 1)[1].split("/", 1)[1]
+        for r in hub.requests
+        if r.method == "GET" and "/resolve/" in r.path and r.status == 200
+    }
+    assert downloaded == set(expected)
+    ref = hf_client / "datasets--local--demo/refs/v2.1"
+    assert ref.read_text() == hub.sha("local/demo", "v2.1")
+    assert "127.0.0.1" in net_log.hosts() <= LOCAL_HOSTS
+
+
+@pytest.mark.parametrize(
+    ("repo_id", "revision", "error"),
+    [
+        ("local/demo", "v9.9", RevisionNotFoundError),
+        ("local/absent", "v2.1", RepositoryNotFoundError),
+    ],
+)
+def test_unknown_revision_or_repo_is_an_error_and_leaves_nothing(
+    repo_id, revision, error, v21, hub_standin, hf_client, tmp_path
+):
+    hub = hub_standin({"local/demo": {"v2.1": v21}})
+    output = tmp_path / "out" / "hub"
+    with pytest.raises(error) as raised:
+        fetch_dataset(repo_id, revision, output, endpoint=hub.endpoint)
+    assert f"{repo_id}/revision/{revision}" in str(raised.value)
+    assert list(output.parent.iterdir()) == []
+    assert not any("/resolve/" in r.path for r in hub.requests)
