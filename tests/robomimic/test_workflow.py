@@ -1,0 +1,99 @@
+"""The robomimic rules as Snakemake runs them, and the HDF5 loader's benchmark scenarios."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from robopipe.bench.runner import Settings, run_scenario
+from robopipe.convert import convert_dataset
+from robopipe.robomimic.convert import RobomimicOptions, convert_robomimic
+from robopipe.robomimic.generate import generate_robomimic
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SNAKEFILE = REPO_ROOT / "Snakefile"
+GENERATE = {"demos": 7, "height": 32, "width": 48, "min_length": 10, "max_length": 20}
+OPTIONS = {"codec": "h264_lossless", "demos_per_batch": 3}
+CONVERSION = {"episodes_per_batch": 4}
+
+pytestmark = pytest.mark.skipif(
+    "robomimic.smk" not in SNAKEFILE.read_text(),
+    reason="the Snakefile does not include workflow/rules/robomimic.smk yet",
+)
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != ".snakemake_timestamp"
+    }
+
+
+@pytest.fixture(scope="module")
+def workflow_run(tmp_path_factory) -> Path:
+    """A ``snakemake convert`` run of a generated robomimic dataset ``rm``; its workdir."""
+    workdir = tmp_path_factory.mktemp("workflow")
+    config = {
+        "datasets": {
+            "rm": {"robomimic": {"generate": GENERATE, **OPTIONS}, "conversion": CONVERSION}
+        }
+    }
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    command = [
+        sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir),
+        "--configfile", str(workdir / "config.yaml"), "--cores", "2", "convert",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return workdir
+
+
+def test_workflow_output_equals_the_in_process_conversion(workflow_run, tmp_path):
+    results = workflow_run / "results/rm"
+    hdf5 = generate_robomimic(tmp_path / "rm.hdf5", **GENERATE)
+    v21 = convert_robomimic(hdf5, tmp_path / "v21", name="rm", options=RobomimicOptions(**OPTIONS))
+    convert_dataset(v21, tmp_path / "v3.0", name="rm", **CONVERSION)
+    assert _tree(results / "robomimic_v21") == _tree(v21)
+    assert _tree(results / "v3.0") == _tree(tmp_path / "v3.0")
+    plan = json.loads((results / "robomimic/plan.json").read_text())
+    assert [b["id"] for b in plan["batches"]] == ["batch-000", "batch-001", "batch-002"]
+    for batch in plan["batches"]:
+        assert (workflow_run / f"results/benchmarks/rm/robomimic_batch/{batch['id']}.tsv").is_file()
+    episodes = pq.read_table(results / "v3.0/meta/episodes/chunk-000/file-000.parquet")
+    assert episodes.column("robomimic/demo").to_pylist() == [f"demo_{i}" for i in range(7)]
+
+
+SETTINGS = dict(batch_size=4, warmup_batches=1, steady_s=0.3, probe_samples=4)
+SEQ4 = {"seq4": {key: [0, 0.05, 0.1, 0.15] for key in ("cameras", "observation.state", "action")}}
+
+
+@pytest.mark.parametrize(
+    ("loader", "mode", "frames_per_sample"),
+    [("robomimic_hdf5_none", "single", 2), ("robomimic_hdf5_low_dim", "seq4", 8),
+     ("robomimic_hdf5_all", "sarm", 16), ("robopipe_map", "seq4", 8)],
+)  # fmt: skip
+def test_bench_scenarios(workflow_run, monkeypatch, loader, mode, frames_per_sample):
+    monkeypatch.chdir(workflow_run)  # the plan names the HDF5 file relative to the workdir
+    settings = Settings(**SETTINGS, windows=SEQ4)
+    result = run_scenario("rm", "results/rm/v3.0", f"{loader}_local_{mode}_cpu_w0_n1", settings)
+    assert (result["loader"], result["mode"], result["workers"]) == (loader, mode, 0)
+    assert result["samples"] > 0 and result["samples_per_s"] > 0
+    assert result["frames"] == frames_per_sample * result["samples"]  # 2 cameras x window
+    assert result["latency_ms"]["p50"] > 0
+
+
+def test_hdf5_scenario_needs_a_robomimic_dataset(workflow_run):
+    with pytest.raises(ValueError, match="no robomimic plan"):
+        run_scenario(
+            "rm",
+            workflow_run / "results/rm/elsewhere/v3.0",
+            "robomimic_hdf5_all_local_single_cpu_w0_n1",
+            Settings(**SETTINGS),
+        )
