@@ -27,6 +27,6 @@ def main(smk) -> None:
 
 
 if __name__ == "__main__":
-    with open(snakemake.log[0], "w") as log:  # noqa: F821
+    with open(snakemake.log[0], "w") as log:
         sys.stderr = log
-        main(snakemake)  # noqa: F821
+        main(snakemake)
