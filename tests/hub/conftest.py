@@ -6,7 +6,7 @@
 ``net_log``
     Logs the hosts this process and its subprocesses resolve or connect to
     (``tests/hub/netaudit/sitecustomize.py``); ``net_log.env(env)`` adds it to a
-    subprocess's environment, ``net_log.hosts()`` reads what was logged.
+    subprocess's environment, ``net_log.assert_only_local()`` checks what was logged.
 ``v21`` / ``v30``
     A small v2.1 demo dataset (8 episodes, 2 cameras) and its v3.0 conversion, whose videos
     roll over into several files (the same source as tests/loading's ``rollover``).
@@ -50,6 +50,11 @@ class NetLog:
         if not self.path.exists():
             return set()
         return {line.split()[1] for line in self.path.read_text().splitlines()}
+
+    def assert_only_local(self) -> None:
+        """Hosts were contacted, all of them on this machine."""
+        hosts = self.hosts()
+        assert "127.0.0.1" in hosts and hosts <= LOCAL_HOSTS, f"hosts contacted: {hosts}"
 
 
 @pytest.fixture

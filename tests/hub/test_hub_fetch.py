@@ -3,7 +3,6 @@
 import shutil
 
 import pytest
-from conftest import LOCAL_HOSTS
 from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
 from robopipe.hub import fetch_dataset
@@ -45,7 +44,7 @@ def test_fetch_downloads_meta_data_and_videos(repo, hub_standin, net_log, hf_cli
     assert downloaded == set(expected)
     ref = hf_client / "datasets--local--demo/refs/v2.1"
     assert ref.read_text() == hub.sha("local/demo", "v2.1")
-    assert "127.0.0.1" in net_log.hosts() <= LOCAL_HOSTS
+    net_log.assert_only_local()
 
 
 @pytest.mark.parametrize(
