@@ -126,10 +126,9 @@ class HubRequestHandler(RangeRequestHandler):
         self._route()
 
     def log_request(self, code="-", size="-"):
-        status = code.value if hasattr(code, "value") else int(code)
         with self.server.lock:
             self.server.requests.append(
-                Request(self.command, self.path, status, self.headers.get("Range"))
+                Request(self.command, self.path, int(code), self.headers.get("Range"))
             )
 
     def _route(self):

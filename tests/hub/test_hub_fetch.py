@@ -27,7 +27,10 @@ def repo(v21, tmp_path):
 
 
 def test_fetch_downloads_meta_data_and_videos(repo, hub_standin, net_log, hf_client, tmp_path):
-    hub = hub_standin({"local/demo": {"v2.1": repo, "main": tmp_path}}, page_size=5)
+    main = tmp_path / "main"  # the default branch holds something else
+    (main / "meta").mkdir(parents=True)
+    (main / "meta/info.json").write_text('{"codebase_version": "v3.0"}')
+    hub = hub_standin({"local/demo": {"main": main, "v2.1": repo}}, page_size=5)
     output = tmp_path / "out" / "hub"
     fetch_dataset("local/demo", "v2.1", output, endpoint=hub.endpoint)
 
