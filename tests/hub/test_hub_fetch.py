@@ -3,8 +3,8 @@
 import shutil
 
 import pytest
-from huggingface_hub.errors import RepositoryNotFoundError, RevisionNotFoundError
 
+from robopipe.errors import DatasetError
 from robopipe.hub import fetch_dataset
 
 
@@ -51,19 +51,21 @@ def test_fetch_downloads_meta_data_and_videos(repo, hub_standin, net_log, hf_cli
 
 
 @pytest.mark.parametrize(
-    ("repo_id", "revision", "error"),
+    ("repo_id", "revision", "what"),
     [
-        ("local/demo", "v9.9", RevisionNotFoundError),
-        ("local/absent", "v2.1", RepositoryNotFoundError),
+        ("local/demo", "v9.9", "revision"),
+        ("local/absent", "v2.1", "dataset repository"),
     ],
 )
 def test_unknown_revision_or_repo_is_an_error_and_leaves_nothing(
-    repo_id, revision, error, v21, hub_standin, hf_client, tmp_path
+    repo_id, revision, what, v21, hub_standin, hf_client, tmp_path
 ):
     hub = hub_standin({"local/demo": {"v2.1": v21}})
     output = tmp_path / "out" / "hub"
-    with pytest.raises(error) as raised:
-        fetch_dataset(repo_id, revision, output, endpoint=hub.endpoint)
-    assert f"{repo_id}/revision/{revision}" in str(raised.value)
+    with pytest.raises(DatasetError) as raised:
+        fetch_dataset(repo_id, revision, output, name="hubds", endpoint=hub.endpoint)
+    assert str(raised.value) == (
+        f"dataset 'hubds': {what} not found on the Hub: {repo_id}@{revision}"
+    )
     assert list(output.parent.iterdir()) == []
     assert not any("/resolve/" in r.path for r in hub.requests)

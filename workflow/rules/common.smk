@@ -1,4 +1,5 @@
 import functools
+import os
 
 from snakemake.utils import validate
 
@@ -155,3 +156,38 @@ def hub_repo_id(wildcards):
 def hub_revision(wildcards):
     return config["datasets"][wildcards.dataset].get("revision", "v2.1")
 
+
+
+def conversion_benchmarks(name):
+    """The benchmark: TSV of every job that converts dataset `name` (inputs of its report).
+
+    The demo rule's time is left out: generating the demo is not part of a conversion.
+    """
+    plan = plan_of(name)
+    root = f"results/benchmarks/{name}"
+    tsvs = [f"{root}/{step}/{step}.tsv" for step in ("plan", "meta", "validate", "publish")]
+    if source_kind(name) == "repo_id":
+        tsvs.append(f"{root}/fetch/fetch.tsv")
+    tsvs += [f"{root}/shard/{s['id']}.tsv" for s in plan["shards"]]
+    tsvs += [
+        f"{root}/aggregate_data/chunk-{f['chunk']:03d}_file-{f['file']:03d}.tsv"
+        for f in plan["files"]["data"]
+    ]
+    tsvs += [
+        f"{root}/aggregate_video/{key}_chunk-{f['chunk']:03d}_file-{f['file']:03d}.tsv"
+        for key, files in plan["files"]["videos"].items()
+        for f in files
+    ]
+    return tsvs
+
+
+def report_inputs(wildcards):
+    """Inputs of rule report_dataset (workflow/rules/report.smk) for one dataset."""
+    name = wildcards.dataset
+    lerobot = f"results/bench/{name}/lerobot_convert.json"
+    return {
+        "bench": [f"results/bench/{name}/{s}.json" for s in bench_scenarios()],
+        "ceilings": [f"results/bench/{name}/ceiling.json"] if bench_scenarios() else [],
+        "conversion": conversion_benchmarks(name),
+        "lerobot": [lerobot] if os.path.exists(lerobot) else [],
+    }
