@@ -10,6 +10,9 @@ prints:
 - map-style: robopipe vs lerobot 0.6.1 LeRobotDataset samples/s (when .venv-lerobot exists;
   goal >= 2x), and vs 70% of the random-access ceiling x workers;
 - streaming: 2 workers vs 1 worker samples/s (goal >= 1.7x), and its peak RSS (goal < 2 GB).
+
+On a shared machine wall-clock rates depend on the other load; the CPU milliseconds per
+sample (process tree, steady window) printed next to them depend much less on it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,12 @@ def run(root: Path, scenario: str, settings: dict) -> dict:
     return json.loads(out.read_text())
 
 
+def cpu_ms(result: dict) -> str:
+    """CPU milliseconds per sample (process tree): comparable on a shared machine."""
+    value = result.get("cpu_s_per_sample")
+    return "?" if value is None else f"{1000 * value:.1f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steady-s", type=float, default=20.0)
@@ -75,19 +84,21 @@ def main() -> None:
     print(f"robopipe_map w{w}: {ours['samples_per_s']:.1f} samples/s "
           f"({ours['samples_per_s'] / (0.7 * random_ceiling * w):.2f} x 70% of ceiling x {w})"
           f", p50/p99 {ours['latency_ms']['p50']:.1f}/{ours['latency_ms']['p99']:.1f} ms"
-          f", peak RSS {ours['peak_rss_mb']:.0f} MB")  # fmt: skip
+          f", {cpu_ms(ours)} CPU ms/sample, peak RSS {ours['peak_rss_mb']:.0f} MB")  # fmt: skip
     if LEROBOT_PYTHON.exists():
         theirs = run(root, f"lerobot_map_local_single_cpu_w{w}_n1", settings)
         print(f"lerobot_map w{w}: {theirs['samples_per_s']:.1f} samples/s; robopipe / lerobot = "
               f"{ours['samples_per_s'] / theirs['samples_per_s']:.2f}x"
-              f", lerobot peak RSS {theirs['peak_rss_mb']:.0f} MB")  # fmt: skip
+              f"; lerobot {cpu_ms(theirs)} CPU ms/sample"
+              f", peak RSS {theirs['peak_rss_mb']:.0f} MB")  # fmt: skip
     else:
         print("lerobot_map: skipped (no .venv-lerobot; see tools/lerobot_env.sh)")
     one = run(root, "robopipe_stream_local_single_cpu_w1_n1", settings)
     two = run(root, f"robopipe_stream_local_single_cpu_w{w}_n1", settings)
     print(f"robopipe_stream: w1 {one['samples_per_s']:.1f}, w{w} {two['samples_per_s']:.1f} "
           f"samples/s ({two['samples_per_s'] / one['samples_per_s']:.2f}x), peak RSS "
-          f"{max(one['peak_rss_mb'], two['peak_rss_mb']):.0f} MB, first batch "
+          f"{max(one['peak_rss_mb'], two['peak_rss_mb']):.0f} MB, {cpu_ms(two)} CPU ms/sample"
+          f" (w{w}), first batch "
           f"{two['first_batch_latency_s']:.2f} s")  # fmt: skip
 
 

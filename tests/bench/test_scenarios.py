@@ -24,7 +24,7 @@ def test_bad_names_are_rejected_by_parser_and_wildcard(name):
 
 
 def test_wildcard_accepts_every_loader():
-    for loader in ("robopipe_map", "lerobot_stream", "robomimic_hdf5"):
+    for loader in ("robopipe_map", "lerobot_stream", "robomimic_hdf5_low_dim"):
         assert re.fullmatch(WILDCARD_CONSTRAINTS["scenario"], f"{loader}_hf_pair_cpu_w0_n1")
 
 

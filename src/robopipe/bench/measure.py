@@ -12,6 +12,7 @@ benchmark does (see ../shared/reference/anchors.md, "Dataloading").
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -24,6 +25,29 @@ class ZeroSamplesError(RuntimeError):
 def batch_frames(batch: dict, video_keys: list[str]) -> int:
     """Decoded frames in a batch: for each camera, the product of the dims before (C, H, W)."""
     return sum(math.prod(batch[key].shape[:-3]) for key in video_keys if key in batch)
+
+
+def tree_cpu_s(pid: int | None = None) -> float | None:
+    """User + system CPU seconds of a process and all its descendants (Linux ``/proc``).
+
+    On a shared machine, CPU seconds per sample compare loaders better than wall-clock
+    rates. None where ``/proc`` is unavailable.
+    """
+    pid = os.getpid() if pid is None else pid
+    tick = os.sysconf("SC_CLK_TCK")
+    total, todo = 0.0, [pid]
+    try:
+        while todo:
+            p = todo.pop()
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    todo += [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return None if p == pid else total
+    return total
 
 
 def measure_throughput(
@@ -43,7 +67,8 @@ def measure_throughput(
     Returns:
         dict with ``first_batch_latency_s``, ``samples``, ``frames``, ``batches``,
         ``steady_wall_s``, ``samples_per_s``, ``frames_per_s``, ``shuffle_randomness``
-        (mean over batches of distinct episodes / batch size), ``window_start`` and
+        (mean over batches of distinct episodes / batch size), ``cpu_s_per_sample`` (CPU
+        seconds of the process tree in the window per sample), ``window_start`` and
         ``window_end`` (``time.perf_counter()`` values), and the snapshots.
 
     Raises:
@@ -59,6 +84,7 @@ def measure_throughput(
         if next(batches, None) is None:
             break
     counters_start = snapshot() if snapshot else None
+    cpu_start = tree_cpu_s()
     window_start = time.perf_counter()
     samples = frames = count = 0
     randomness = []
@@ -72,6 +98,7 @@ def measure_throughput(
         count += 1
         randomness.append(len(set(batch["episode_index"].tolist())) / size)
     window_end = time.perf_counter()
+    cpu_end = tree_cpu_s()
     counters_end = snapshot() if snapshot else None
     if samples == 0:
         raise ZeroSamplesError(
@@ -88,6 +115,7 @@ def measure_throughput(
         "samples_per_s": samples / wall,
         "frames_per_s": frames / wall,
         "shuffle_randomness": statistics.fmean(randomness),
+        "cpu_s_per_sample": None if cpu_start is None else (cpu_end - cpu_start) / samples,
         "window_start": window_start,
         "window_end": window_end,
         "counters_start": counters_start,

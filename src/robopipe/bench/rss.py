@@ -18,7 +18,7 @@ class PeakRss:
         interval_s: seconds between samples.
     """
 
-    def __init__(self, interval_s: float = 0.05) -> None:
+    def __init__(self, interval_s: float = 0.1) -> None:
         self.interval_s = interval_s
         self.peak_mb = 0.0
         self._stop = threading.Event()

@@ -125,7 +125,8 @@ def run_scenario(
     Raises:
         ZeroSamplesError: nothing was measured.
         ValueError: an unsupported combination (a lerobot loader without
-            ``settings.lerobot_python``, on a remote source or with cuda; robomimic_hdf5).
+            ``settings.lerobot_python``, on a remote source or with cuda; robomimic_hdf5_*
+            on a dataset without a robomimic plan, a remote source or with cuda).
     """
     scenario = parse_scenario(scenario_name)
     root = Path(root)
@@ -134,6 +135,10 @@ def run_scenario(
             measured = _run_lerobot(scenario, root, settings, url)
         elif scenario.loader.startswith("robopipe_"):
             measured = _run_robopipe(scenario, dataset, url, options, settings, rank, world_size)
+        elif scenario.loader.startswith("robomimic_hdf5_"):
+            from robopipe.robomimic.bench import run_robomimic
+
+            measured = run_robomimic(scenario, root, settings, rank, world_size)
         else:
             raise ValueError(f"loader {scenario.loader!r} is not run by robopipe.bench.runner")
     per_rank = {
@@ -162,6 +167,7 @@ def run_scenario(
         "latency_ms": measured["latency_ms"],
         "peak_rss_mb": rss.peak_mb,
         "shuffle_randomness": measured["shuffle_randomness"],
+        "cpu_s_per_sample": measured["cpu_s_per_sample"],
         "decoder_cache": measured.get("decoder_cache"),
         "cpu_fallback": measured.get("cpu_fallback"),
         "device": measured["device"],

@@ -7,7 +7,16 @@ import itertools
 import re
 from dataclasses import asdict, dataclass
 
-LOADERS = ("robopipe_map", "robopipe_stream", "lerobot_map", "lerobot_stream", "robomimic_hdf5")
+LOADERS = (
+    "robopipe_map",
+    "robopipe_stream",
+    "lerobot_map",
+    "lerobot_stream",
+    # robomimic's SequenceDataset cache modes (robopipe.robomimic.bench)
+    "robomimic_hdf5_none",
+    "robomimic_hdf5_low_dim",
+    "robomimic_hdf5_all",
+)
 SOURCES = ("local", "http", "s3", "hf")
 DECODES = ("cpu", "cuda")
 REMOTE_SOURCES = ("http", "s3", "hf")

@@ -12,6 +12,7 @@ import http.server
 import os
 import re
 import threading
+import uuid
 from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
@@ -96,9 +97,9 @@ def serve_http(root: str | Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serve_s3(root: str | Path, bucket: str = "robopipe") -> Iterator[tuple[str, dict]]:
-    """Upload ``root`` to a moto S3 server on 127.0.0.1; yield (``s3://bucket/<name>``,
-    s3fs storage options)."""
+def serve_s3(root: str | Path) -> Iterator[tuple[str, dict]]:
+    """Upload ``root`` to a moto S3 server on 127.0.0.1; yield (``s3://<bucket>/<name>``,
+    s3fs storage options). Each call makes a new bucket (moto keeps buckets per process)."""
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
@@ -114,6 +115,7 @@ def serve_s3(root: str | Path, bucket: str = "robopipe") -> Iterator[tuple[str, 
         import s3fs
 
         fs = s3fs.S3FileSystem(**options)
+        bucket = f"robopipe-{uuid.uuid4().hex[:12]}"
         fs.mkdir(bucket)
         root = Path(root)
         prefix = f"{bucket}/{root.name}"

@@ -30,6 +30,7 @@ COUNTER_FIELDS = (
     "cpu_fallback",
 )
 MAX_SLOTS = 65  # the main process + up to 64 DataLoader workers
+_RESET_LOCK = threading.Lock()
 
 
 class Counters:
@@ -43,21 +44,19 @@ class Counters:
 
     def __init__(self) -> None:
         self._array = mp.RawArray("d", MAX_SLOTS * len(COUNTER_FIELDS))
-        self._lock = threading.Lock()
+        self._lock = (os.getpid(), threading.Lock())
 
     def __getstate__(self):
-        return {"_array": self._array}
-
-    def __setstate__(self, state):
-        self._array = state["_array"]
-        self._lock = threading.Lock()
+        return {"_array": self._array, "_lock": None}
 
     def add(self, field: str, value: float = 1.0) -> None:
         """Add ``value`` to ``field`` of this process's row (thread-safe within the process)."""
         info = torch.utils.data.get_worker_info()
         slot = 0 if info is None else info.id + 1
         i = slot * len(COUNTER_FIELDS) + COUNTER_FIELDS.index(field)
-        with self._lock:
+        if self._lock is None or self._lock[0] != os.getpid():  # a new lock in a new process
+            self._lock = (os.getpid(), threading.Lock())
+        with self._lock[1]:
             self._array[i] += value
 
     def totals(self) -> dict[str, float]:
@@ -104,10 +103,13 @@ class DecoderCache:
 
     def get(self, path: str) -> VideoDecoder:
         """The decoder of ``path``, opened on a miss (evicting the least recently used)."""
+        if self._pid != os.getpid():  # a forked or spawned worker starts empty
+            with _RESET_LOCK:
+                if self._pid != os.getpid():
+                    self._decoders = OrderedDict()
+                    self._lock = threading.Lock()
+                    self._pid = os.getpid()
         with self._lock:
-            if self._pid != os.getpid():
-                self._decoders = OrderedDict()
-                self._pid = os.getpid()
             if path in self._decoders:
                 self._decoders.move_to_end(path)
                 self.counters.add("hits")

@@ -115,6 +115,8 @@ class ItemReader:
             ts = rows["timestamp"][video_rows.get(cam, np.array([position]))].astype(np.float64)
             start = self.meta.episodes[f"videos/{cam}/from_timestamp"][episode]
             jobs[cam] = (self.meta.video_file(cam, episode), start + ts)
+        if not jobs:  # a dataset without cameras
+            return {}
         if len(jobs) == 1:
             ((cam, (path, ts)),) = jobs.items()
             return {cam: self._decode(path, ts, episode)}

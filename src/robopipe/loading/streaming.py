@@ -147,6 +147,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             if info is None:
                 self._consumed[index] = True
             yield item
+        if info is None:
+            self.set_epoch(self.epoch + 1)  # a full pass in this process ends the epoch
 
     def mark_consumed(self, indices) -> None:
         """Record frames (global ``index`` values) the training loop has consumed."""
