@@ -11,7 +11,6 @@ from robopipe.jobs import logged
 with logged(snakemake) as log:
     dataset, name = snakemake.wildcards.dataset, snakemake.wildcards.scenario
     root = Path(snakemake.input.dataset)
-    root = root.parent.parent if root.name == "info.json" else root
     settings = Settings.from_config(snakemake.params.settings)
     try:
         if parse_scenario(name).nodes > 1:

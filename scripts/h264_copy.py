@@ -6,6 +6,6 @@ from robopipe.bench.h264 import make_h264_copy
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
-    root = Path(snakemake.input.dataset).parent.parent
+    root = Path(snakemake.input.dataset)
     make_h264_copy(root, snakemake.output.dataset, **snakemake.params.options)
     log.info("H.264 copy of %s in %s", root, snakemake.output.dataset)

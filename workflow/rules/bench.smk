@@ -8,8 +8,12 @@ BENCH_NOT_SETTINGS = ("matrix", "ceiling_frames", "h264")
 
 
 def bench_scenarios():
-    """Every scenario name of the configured matrix."""
-    return expand_matrix(config["bench"]["matrix"])
+    """Every scenario name of the configured matrix; lerobot_* loaders only when
+    config["bench"]["lerobot_python"] names an interpreter."""
+    names = expand_matrix(config["bench"]["matrix"])
+    if config["bench"].get("lerobot_python"):
+        return names
+    return [n for n in names if not n.startswith("lerobot_")]
 
 
 def bench_results(dataset):
@@ -23,7 +27,7 @@ def bench_dataset_input(wildcards):
     """The dataset a scenario reads: the H.264 copy for cuda decode, else the v3.0 output."""
     if parse_scenario(wildcards.scenario).decode == "cuda":
         return f"results/{wildcards.dataset}/h264"
-    return f"results/{wildcards.dataset}/v3.0/meta/info.json"
+    return f"results/{wildcards.dataset}/v3.0"
 
 
 def bench_settings(wildcards):
@@ -64,7 +68,7 @@ rule bench_scenario:
 
 rule bench_ceiling:
     input:
-        dataset="results/{dataset}/v3.0/meta/info.json",
+        dataset="results/{dataset}/v3.0",
     output:
         json="results/bench/{dataset}/ceiling.json",
     log:
@@ -79,7 +83,7 @@ rule bench_ceiling:
 
 rule h264_copy:
     input:
-        dataset="results/{dataset}/v3.0/meta/info.json",
+        dataset="results/{dataset}/v3.0",
     output:
         dataset=directory("results/{dataset}/h264"),
     log:
