@@ -1,6 +1,8 @@
 # Dataloading benchmark: one job per scenario {loader}_{source}_{mode}_{decode}_w{workers}_n{nodes},
 # expanded from config["bench"]["matrix"]; one decode-ceiling job per dataset; an H.264 copy of
 # a dataset for the cuda (NVDEC) scenarios. Outputs follow the bench contract.
+# Measuring jobs hold the `bench` resource: with `resources: [bench=1, network=1]` in the
+# default profile they run one at a time locally, so they do not disturb each other's figures.
 
 from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, expand_matrix, parse_scenario
 
@@ -60,6 +62,7 @@ rule bench_scenario:
     threads: bench_threads
     resources:
         network=bench_network,
+        bench=1,
     params:
         settings=bench_settings,
     script:
@@ -75,6 +78,8 @@ rule bench_ceiling:
         "results/logs/{dataset}/bench_ceiling/ceiling.log",
     benchmark:
         "results/benchmarks/{dataset}/bench_ceiling/ceiling.tsv"
+    resources:
+        bench=1,
     params:
         frames=config["bench"].get("ceiling_frames", 300),
     script:
