@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # A real single-machine SLURM cluster (Debian's slurm-wlm + munge) for tests and CI.
 #
-#   tools/slurm_local.sh start  [--nodes 1|2] [--state-dir DIR]
-#   tools/slurm_local.sh stop   [--state-dir DIR]
-#   tools/slurm_local.sh status [--state-dir DIR]
+#   tools/slurm_local.sh start   [--nodes 1|2] [--state-dir DIR]
+#   tools/slurm_local.sh stop    [--state-dir DIR]
+#   tools/slurm_local.sh status  [--state-dir DIR]
+#   tools/slurm_local.sh install
 #
 # start: installs munge slurm-client slurmctld slurmd when missing (needs root and apt), writes
 #   /etc/slurm/slurm.conf, starts munged, slurmctld and one slurmd per simulated node (n1, n2; both
 #   on 127.0.0.1, distinct ports), waits until the nodes are idle and smoke-tests `srun -N1`.
 #   Running it again while the cluster is up is fine. No accounting daemon: run snakemake with
 #   `--slurm-status-command squeue` (MinJobAge=300 keeps finished jobs visible to squeue).
+# install: only the package step of start (for CI images).
 # stop: ends only the daemons this script started (pid files in the state dir); idempotent.
 # Exit status: 0 ok, 1 failure, 2 usage, 3 cannot run here (not root / no apt / foreign config).
 set -euo pipefail
@@ -24,7 +26,7 @@ log() { echo "slurm_local: $*" >&2; }
 die() { log "$2"; exit "$1"; }
 
 usage() {
-    sed -n '3,6p' "$0" | sed 's/^# \{0,1\}//' >&2
+    sed -n '3,7p' "$0" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -40,7 +42,7 @@ parse_args() {
         esac
     done
     [[ $NODES == 1 || $NODES == 2 ]] || die 2 "--nodes must be 1 or 2"
-    case $ACTION in start | stop | status) ;; *) usage ;; esac
+    case $ACTION in start | stop | status | install) ;; *) usage ;; esac
 }
 
 node_names() { if [[ $NODES == 2 ]]; then echo n1 n2; else echo n1; fi; }
@@ -192,6 +194,12 @@ stop_pid_file() {
     done
     kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null || true
     rm -f "$1"
+}
+
+cmd_install() {
+    [[ $(id -u) -eq 0 ]] || die 3 "must run as root (installs packages)"
+    mkdir -p "$STATE_DIR"
+    install_packages
 }
 
 cmd_stop() {
