@@ -6,13 +6,19 @@ min_version("9.0")
 configfile: "config/config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/sources.smk"
+include: "workflow/rules/robomimic.smk"
 include: "workflow/rules/convert.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
     input:
         converted_datasets(),
-        expand("results/{dataset}/validation.json", dataset=dataset_names()),
+        "results/report/summary.csv",
     default_target: True

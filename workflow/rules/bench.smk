@@ -4,49 +4,6 @@
 # Measuring jobs hold the `bench` resource: with `resources: [bench=1, network=1]` in the
 # default profile they run one at a time locally, so they do not disturb each other's figures.
 
-from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, expand_matrix, parse_scenario
-
-BENCH_NOT_SETTINGS = ("matrix", "ceiling_frames", "h264")
-
-
-def bench_scenarios():
-    """Every scenario name of the configured matrix; lerobot_* loaders only when
-    config["bench"]["lerobot_python"] names an interpreter."""
-    names = expand_matrix(config["bench"]["matrix"])
-    if config["bench"].get("lerobot_python"):
-        return names
-    return [n for n in names if not n.startswith("lerobot_")]
-
-
-def bench_results(dataset):
-    """A dataset's benchmark outputs: every scenario's JSON and the ceiling JSON."""
-    return [f"results/bench/{dataset}/{name}.json" for name in bench_scenarios()] + [
-        f"results/bench/{dataset}/ceiling.json"
-    ]
-
-
-def bench_dataset_input(wildcards):
-    """The dataset a scenario reads: the H.264 copy for cuda decode, else the v3.0 output."""
-    if parse_scenario(wildcards.scenario).decode == "cuda":
-        return f"results/{wildcards.dataset}/h264"
-    return f"results/{wildcards.dataset}/v3.0"
-
-
-def bench_settings(wildcards):
-    """params: config["bench"] without the matrix (robopipe.bench.runner.Settings)."""
-    return {k: v for k, v in config["bench"].items() if k not in BENCH_NOT_SETTINGS}
-
-
-def bench_network(wildcards):
-    """resources: 1 for a remote source, so network-bound scenarios never overlap."""
-    return int(parse_scenario(wildcards.scenario).remote)
-
-
-def bench_threads(wildcards):
-    """threads: the DataLoader workers plus the main process."""
-    return parse_scenario(wildcards.scenario).workers + 1
-
-
 rule bench_scenario:
     input:
         dataset=bench_dataset_input,
@@ -99,3 +56,9 @@ rule h264_copy:
         options=config["bench"].get("h264", {}),
     script:
         "../../scripts/h264_copy.py"
+
+
+rule bench:
+    input:
+        all_bench_results(),
+    default_target: False

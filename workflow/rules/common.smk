@@ -1,8 +1,10 @@
 import functools
+import json
 import os
 
 from snakemake.utils import validate
 
+from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, expand_matrix, parse_scenario
 from robopipe.demo import demo_cameras
 from robopipe.layout import DEFAULT_TOLERANCE_S, data_path, video_path
 from robopipe.plan import PlanOptions, load_plan, make_plan
@@ -11,7 +13,7 @@ from robopipe.source import load_source
 
 validate(config, schema="../schemas/config.schema.yaml")
 if not config.get("datasets"):
-    config["datasets"] = {"demo": {"demo": config.get("demo", {})}}
+    config["datasets"] = config.get("default_datasets", {})
 
 SOURCE_KINDS = ("path", "repo_id", "demo", "robomimic")
 CONVERSION_DEFAULTS = {
@@ -32,6 +34,7 @@ wildcard_constraints:
     chunk=r"\d{3}",
     file=r"\d{3}",
     video_key="[^/]+",
+    batch=r"batch-\d+",
 
 
 def dataset_names():
@@ -186,8 +189,92 @@ def report_inputs(wildcards):
     name = wildcards.dataset
     lerobot = f"results/bench/{name}/lerobot_convert.json"
     return {
-        "bench": [f"results/bench/{name}/{s}.json" for s in bench_scenarios()],
-        "ceilings": [f"results/bench/{name}/ceiling.json"] if bench_scenarios() else [],
+        "bench": [f"results/bench/{name}/{s}.json" for s in bench_scenarios(name)],
+        "ceilings": [f"results/bench/{name}/ceiling.json"] if bench_scenarios(name) else [],
         "conversion": conversion_benchmarks(name),
         "lerobot": [lerobot] if os.path.exists(lerobot) else [],
     }
+
+
+BENCH_NOT_SETTINGS = ("matrix", "ceiling_frames", "h264")
+
+
+def bench_scenarios(dataset):
+    """The scenario names of the configured matrix that apply to `dataset`: lerobot_* loaders
+    only when config["bench"]["lerobot_python"] names an interpreter, robomimic_hdf5_* loaders
+    only for a robomimic source."""
+    names = expand_matrix(config["bench"]["matrix"])
+    if not config["bench"].get("lerobot_python"):
+        names = [n for n in names if not n.startswith("lerobot_")]
+    if source_kind(dataset) != "robomimic":
+        names = [n for n in names if not n.startswith("robomimic_hdf5_")]
+    return names
+
+
+def bench_results(dataset):
+    """A dataset's benchmark outputs: every scenario's JSON and the ceiling JSON."""
+    return [f"results/bench/{dataset}/{name}.json" for name in bench_scenarios(dataset)] + [
+        f"results/bench/{dataset}/ceiling.json"
+    ]
+
+
+def all_bench_results():
+    """Every benchmark output of every configured dataset."""
+    return [path for name in dataset_names() for path in bench_results(name)]
+
+
+def bench_dataset_input(wildcards):
+    """The dataset a scenario reads: the H.264 copy for cuda decode, else the v3.0 output."""
+    if parse_scenario(wildcards.scenario).decode == "cuda":
+        return f"results/{wildcards.dataset}/h264"
+    return f"results/{wildcards.dataset}/v3.0"
+
+
+def bench_settings(wildcards):
+    """params: config["bench"] without the matrix (robopipe.bench.runner.Settings)."""
+    return {k: v for k, v in config["bench"].items() if k not in BENCH_NOT_SETTINGS}
+
+
+def bench_network(wildcards):
+    """resources: 1 for a remote source, so network-bound scenarios never overlap."""
+    return int(parse_scenario(wildcards.scenario).remote)
+
+
+def bench_threads(wildcards):
+    """threads: the DataLoader workers plus the main process."""
+    return parse_scenario(wildcards.scenario).workers + 1
+
+
+
+ROBOMIMIC_NOT_OPTIONS = ("path", "generate")
+
+
+def robomimic_entry(wildcards):
+    return config["datasets"][wildcards.dataset]["robomimic"]
+
+
+def robomimic_hdf5(wildcards):
+    """The dataset's robomimic file: the configured `path`, or the generated file."""
+    entry = robomimic_entry(wildcards)
+    if "path" in entry:
+        return entry["path"]
+    return f"results/{wildcards.dataset}/robomimic/generated.hdf5"
+
+
+def robomimic_options(wildcards):
+    """params: robopipe.robomimic.convert.RobomimicOptions keywords from the config."""
+    entry = robomimic_entry(wildcards)
+    return {k: v for k, v in entry.items() if k not in ROBOMIMIC_NOT_OPTIONS}
+
+
+def robomimic_generate_options(wildcards):
+    """params: robopipe.robomimic.generate.generate_robomimic keywords from the config."""
+    return robomimic_entry(wildcards)["generate"]
+
+
+def robomimic_batch_dirs(wildcards):
+    """Every batch folder of the dataset's robomimic plan, in plan order."""
+    plan_file = checkpoints.robomimic_plan.get(dataset=wildcards.dataset).output.plan
+    with open(plan_file, encoding="utf-8") as f:
+        batches = json.load(f)["batches"]
+    return [f"results/{wildcards.dataset}/robomimic/batches/{b['id']}" for b in batches]

@@ -2,47 +2,6 @@
 # a generated file or the configured one -> plan (checkpoint) -> one job per batch of demos
 # (parquet, mp4 per camera, meta lines) -> one job linking the batches into the v2.1 folder.
 
-import json
-
-
-wildcard_constraints:
-    batch=r"batch-\d+",
-
-
-ROBOMIMIC_NOT_OPTIONS = ("path", "generate")
-
-
-def robomimic_entry(wildcards):
-    return config["datasets"][wildcards.dataset]["robomimic"]
-
-
-def robomimic_hdf5(wildcards):
-    """The dataset's robomimic file: the configured `path`, or the generated file."""
-    entry = robomimic_entry(wildcards)
-    if "path" in entry:
-        return entry["path"]
-    return f"results/{wildcards.dataset}/robomimic/generated.hdf5"
-
-
-def robomimic_options(wildcards):
-    """params: robopipe.robomimic.convert.RobomimicOptions keywords from the config."""
-    entry = robomimic_entry(wildcards)
-    return {k: v for k, v in entry.items() if k not in ROBOMIMIC_NOT_OPTIONS}
-
-
-def robomimic_generate_options(wildcards):
-    """params: robopipe.robomimic.generate.generate_robomimic keywords from the config."""
-    return robomimic_entry(wildcards)["generate"]
-
-
-def robomimic_batch_dirs(wildcards):
-    """Every batch folder of the dataset's robomimic plan, in plan order."""
-    plan_file = checkpoints.robomimic_plan.get(dataset=wildcards.dataset).output.plan
-    with open(plan_file, encoding="utf-8") as f:
-        batches = json.load(f)["batches"]
-    return [f"results/{wildcards.dataset}/robomimic/batches/{b['id']}" for b in batches]
-
-
 rule robomimic_generate:
     output:
         "results/{dataset}/robomimic/generated.hdf5",
