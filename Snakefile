@@ -18,7 +18,7 @@ include: "workflow/rules/report.smk"
 
 
 rule all:
+    default_target: True
     input:
         converted_datasets(),
         "results/report/summary.csv",
-    default_target: True

@@ -4,6 +4,7 @@
 # Measuring jobs hold the `bench` resource: with `resources: [bench=1, network=1]` in the
 # default profile they run one at a time locally, so they do not disturb each other's figures.
 
+
 rule bench_scenario:
     input:
         dataset=bench_dataset_input,
@@ -59,6 +60,6 @@ rule h264_copy:
 
 
 rule bench:
+    default_target: False
     input:
         all_bench_results(),
-    default_target: False

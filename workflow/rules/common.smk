@@ -10,7 +10,6 @@ from robopipe.layout import DEFAULT_TOLERANCE_S, data_path, video_path
 from robopipe.plan import PlanOptions, load_plan, make_plan
 from robopipe.source import load_source
 
-
 validate(config, schema="../schemas/config.schema.yaml")
 if not config.get("datasets"):
     config["datasets"] = config.get("default_datasets", {})
@@ -117,14 +116,18 @@ def data_file_shards(wildcards):
     for f in plan["files"]["data"]:
         if (f["chunk"], f["file"]) == (int(wildcards.chunk), int(wildcards.file)):
             return [shard_dir(wildcards.dataset, s) for s in f["shards"]]
-    raise ValueError(f"plan of {wildcards.dataset} has no data file {wildcards.chunk}/{wildcards.file}")
+    raise ValueError(
+        f"plan of {wildcards.dataset} has no data file {wildcards.chunk}/{wildcards.file}"
+    )
 
 
 def staged_files(wildcards):
     """Every data and video file of the dataset, in its staging folder."""
     plan = plan_of(wildcards.dataset)
     root = f"results/{wildcards.dataset}/staging"
-    files = [f"{root}/{data_path(f['chunk'], f['file'])}" for f in plan["files"]["data"]]
+    files = [
+        f"{root}/{data_path(f['chunk'], f['file'])}" for f in plan["files"]["data"]
+    ]
     for key, key_files in plan["files"]["videos"].items():
         files += [f"{root}/{video_path(key, f['chunk'], f['file'])}" for f in key_files]
     return files
@@ -160,7 +163,6 @@ def hub_revision(wildcards):
     return config["datasets"][wildcards.dataset].get("revision", "v2.1")
 
 
-
 def conversion_benchmarks(name):
     """The benchmark: TSV of every job that converts dataset `name` (inputs of its report).
 
@@ -168,7 +170,9 @@ def conversion_benchmarks(name):
     """
     plan = plan_of(name)
     root = f"results/benchmarks/{name}"
-    tsvs = [f"{root}/{step}/{step}.tsv" for step in ("plan", "meta", "validate", "publish")]
+    tsvs = [
+        f"{root}/{step}/{step}.tsv" for step in ("plan", "meta", "validate", "publish")
+    ]
     if source_kind(name) == "repo_id":
         tsvs.append(f"{root}/fetch/fetch.tsv")
     tsvs += [f"{root}/shard/{s['id']}.tsv" for s in plan["shards"]]
@@ -190,7 +194,9 @@ def report_inputs(wildcards):
     lerobot = f"results/bench/{name}/lerobot_convert.json"
     return {
         "bench": [f"results/bench/{name}/{s}.json" for s in bench_scenarios(name)],
-        "ceilings": [f"results/bench/{name}/ceiling.json"] if bench_scenarios(name) else [],
+        "ceilings": (
+            [f"results/bench/{name}/ceiling.json"] if bench_scenarios(name) else []
+        ),
         "conversion": conversion_benchmarks(name),
         "lerobot": [lerobot] if os.path.exists(lerobot) else [],
     }
@@ -213,9 +219,9 @@ def bench_scenarios(dataset):
 
 def bench_results(dataset):
     """A dataset's benchmark outputs: every scenario's JSON and the ceiling JSON."""
-    return [f"results/bench/{dataset}/{name}.json" for name in bench_scenarios(dataset)] + [
-        f"results/bench/{dataset}/ceiling.json"
-    ]
+    return [
+        f"results/bench/{dataset}/{name}.json" for name in bench_scenarios(dataset)
+    ] + [f"results/bench/{dataset}/ceiling.json"]
 
 
 def all_bench_results():
@@ -243,7 +249,6 @@ def bench_network(wildcards):
 def bench_threads(wildcards):
     """threads: the DataLoader workers plus the main process."""
     return parse_scenario(wildcards.scenario).workers + 1
-
 
 
 ROBOMIMIC_NOT_OPTIONS = ("path", "generate")

@@ -6,13 +6,13 @@ checkpoint plan:
         plan_source_input,
     output:
         plan="results/{dataset}/plan.json",
-    params:
-        source=source_of,
-        options=conversion_of,
     log:
         "results/logs/{dataset}/plan.log",
     benchmark:
         "results/benchmarks/{dataset}/plan/plan.tsv"
+    params:
+        source=source_of,
+        options=conversion_of,
     script:
         "../../scripts/plan.py"
 
@@ -22,13 +22,13 @@ rule shard:
         plan="results/{dataset}/plan.json",
     output:
         directory("results/{dataset}/shards/{shard}"),
-    params:
-        source=source_of,
-        options=conversion_of,
     log:
         "results/logs/{dataset}/shard/{shard}.log",
     benchmark:
         "results/benchmarks/{dataset}/shard/{shard}.tsv"
+    params:
+        source=source_of,
+        options=conversion_of,
     script:
         "../../scripts/shard.py"
 
@@ -51,12 +51,12 @@ rule aggregate_video:
         plan="results/{dataset}/plan.json",
     output:
         "results/{dataset}/staging/videos/{video_key}/chunk-{chunk}/file-{file}.mp4",
-    params:
-        source=source_of,
     log:
         "results/logs/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.log",
     benchmark:
         "results/benchmarks/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.tsv"
+    params:
+        source=source_of,
     script:
         "../../scripts/aggregate_video.py"
 
@@ -67,12 +67,12 @@ rule meta:
         shards=all_shard_dirs,
     output:
         directory("results/{dataset}/staging/meta"),
-    params:
-        source=source_of,
     log:
         "results/logs/{dataset}/meta.log",
     benchmark:
         "results/benchmarks/{dataset}/meta/meta.tsv"
+    params:
+        source=source_of,
     script:
         "../../scripts/meta.py"
 
@@ -84,13 +84,13 @@ rule validate:
         files=staged_files,
     output:
         "results/{dataset}/validation.json",
-    params:
-        source=source_of,
-        options=conversion_of,
     log:
         "results/logs/{dataset}/validate.log",
     benchmark:
         "results/benchmarks/{dataset}/validate/validate.tsv"
+    params:
+        source=source_of,
+        options=conversion_of,
     script:
         "../../scripts/validate.py"
 
@@ -112,6 +112,6 @@ rule publish:
 
 
 rule convert:
+    default_target: False
     input:
         converted_datasets(),
-    default_target: False

@@ -2,6 +2,7 @@
 # a generated file or the configured one -> plan (checkpoint) -> one job per batch of demos
 # (parquet, mp4 per camera, meta lines) -> one job linking the batches into the v2.1 folder.
 
+
 rule robomimic_generate:
     output:
         "results/{dataset}/robomimic/generated.hdf5",

@@ -4,12 +4,12 @@
 rule demo:
     output:
         directory("results/{dataset}/demo"),
-    params:
-        demo=demo_options,
     log:
         "results/logs/{dataset}/demo.log",
     benchmark:
         "results/benchmarks/{dataset}/demo/demo.tsv"
+    params:
+        demo=demo_options,
     script:
         "../../scripts/demo.py"
 
@@ -17,14 +17,14 @@ rule demo:
 rule fetch:
     output:
         directory("results/{dataset}/hub"),
-    params:
-        repo_id=hub_repo_id,
-        revision=hub_revision,
-    resources:
-        network=1,
     log:
         "results/logs/{dataset}/fetch.log",
     benchmark:
         "results/benchmarks/{dataset}/fetch/fetch.tsv"
+    resources:
+        network=1,
+    params:
+        repo_id=hub_repo_id,
+        revision=hub_revision,
     script:
         "../../scripts/fetch.py"
