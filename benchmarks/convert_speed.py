@@ -59,12 +59,13 @@ def timed_process(cmd: list[str], log: Path, env: dict | None = None, cwd: Path 
     return wall, rusage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
 
 
-def demo_source(work: Path, episodes: int) -> Path:
-    """The N-episode demo dataset, generated once per work dir."""
-    root = work / "sources" / f"demo{episodes}"
+def demo_source(work: Path, episodes: int, codec: str) -> Path:
+    """The N-episode demo dataset, generated once per work dir and codec."""
+    root = work / "sources" / dataset_name(episodes, codec)
     if not (root / "meta/info.json").exists():
         print(f"generating {root} ...", flush=True)
         cmd = [sys.executable, "-m", "robopipe.demo", str(root), "--episodes", str(episodes)]
+        cmd += ["--codec", codec]
         subprocess.run(cmd, check=True)
     return root
 
@@ -119,10 +120,14 @@ def _float_or_zero(value: str) -> float:
         return 0.0
 
 
-def measure(episodes: int, work: Path, results: Path, cores: int) -> dict:
+def dataset_name(episodes: int, codec: str) -> str:
+    return f"demo{episodes}" + ("" if codec == "libsvtav1" else f"_{codec}")
+
+
+def measure(episodes: int, work: Path, results: Path, cores: int, codec: str) -> dict:
     """Time both converters on the N-episode demo; write and return lerobot_convert.json."""
-    name = f"demo{episodes}"
-    source = demo_source(work, episodes)
+    name = dataset_name(episodes, codec)
+    source = demo_source(work, episodes, codec)
     frames = json.loads((source / "meta/info.json").read_text())["total_frames"]
     load_before = os.getloadavg()[0]
     lerobot_wall, lerobot_rss = run_lerobot(source, work, name)
@@ -135,6 +140,7 @@ def measure(episodes: int, work: Path, results: Path, cores: int) -> dict:
         "dataset": name,
         "episodes": episodes,
         "frames": frames,
+        "codec": codec,
         "cores": cores,
         "lerobot_wall_s": round(lerobot_wall, 3),
         "lerobot_peak_rss_mb": round(lerobot_rss, 1),
@@ -157,6 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, nargs="+", default=[100, 500, 1000])
     parser.add_argument("--cores", type=int, default=os.cpu_count(), help="snakemake --cores")
+    parser.add_argument(
+        "--codec",
+        choices=("libsvtav1", "h264"),
+        default="libsvtav1",
+        help="demo video codec (h264: PyAV's libsvtav1 can hang on long runs, see README)",
+    )
     parser.add_argument("--work", type=Path, default=REPO / "results" / "convert_speed")
     parser.add_argument("--results", type=Path, default=REPO / "results")
     args = parser.parse_args(argv)
@@ -168,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{'lerobot MB':>10} {'max job MB':>10} {'validate s':>10} {'val. MB':>7}"
     )
     for episodes in args.episodes:
-        r = measure(episodes, work, args.results.resolve(), args.cores)
+        r = measure(episodes, work, args.results.resolve(), args.cores, args.codec)
         ratio = r["robopipe_wall_s"] / r["lerobot_wall_s"]
         print(
             f"{episodes:>8} {r['frames']:>7} {r['lerobot_wall_s']:>9.1f} "
