@@ -16,8 +16,26 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 CONVERSION = {"episodes_per_batch": 4}
 
 
+# Two quick scenarios: 1 node, and 2 nodes (one rank each); steady window of 2 s.
+BENCH = {
+    "matrix": {
+        "loader": ["robopipe_map"],
+        "source": ["local"],
+        "mode": ["single"],
+        "decode": ["cpu"],
+        "workers": [0],
+        "nodes": [1, 2],
+        "exclude": [],
+    },
+    "batch_size": 4,
+    "warmup_batches": 1,
+    "steady_s": 2,
+    "probe_samples": 4,
+}
+
+
 def _config(source):
-    return {"datasets": {"ds": {"path": str(source), "conversion": CONVERSION}}}
+    return {"datasets": {"ds": {"path": str(source), "conversion": CONVERSION}}, "bench": BENCH}
 
 
 def _tree(root: Path) -> dict[str, bytes]:
@@ -101,46 +119,32 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
         "-n",
     )
     profile = yaml.safe_load((slurm_profile / "config.yaml").read_text())["set-resources"]
-    jobs = re.findall(
-        r"^(?:rule|checkpoint) (\w+):\n(?:    .*\n)*?    resources: (.*)$", result.stdout, re.M
-    )
+    jobs = [
+        (rule, dict(re.findall(r"^    (\w+): (.*)$", body, re.M)))
+        for rule, body in re.findall(
+            r"^(?:rule|checkpoint) (\w+):\n((?:    .*\n)+)", result.stdout, re.M
+        )
+    ]
     seen = {rule for rule, _ in jobs}
-    assert {
-        "plan",
-        "shard",
-        "aggregate_data",
-        "aggregate_video",
-        "meta",
-        "validate",
-        "publish",
-    } <= seen
+    convert_rules = {"plan", "shard", "aggregate_data", "aggregate_video", "meta", "validate"}
+    assert convert_rules | {"publish", "bench_scenario"} <= seen
     assert sum(rule == "shard" for rule, _ in jobs) == 2
-    for rule, resources in jobs:
-        if rule in profile:
+    for rule, fields in jobs:
+        resources = dict(item.split("=", 1) for item in fields["resources"].split(", "))
+        if rule in convert_rules:
             for key in ("cpus_per_task", "mem_mb", "runtime"):
-                assert f"{key}={profile[rule][key]}," in resources + ",", (rule, key, resources)
-
-
-BENCH = {
-    "matrix": {
-        "loader": ["robopipe_map"],
-        "source": ["local"],
-        "mode": ["single"],
-        "decode": ["cpu"],
-        "workers": [0],
-        "nodes": [1, 2],
-    },
-    "batch_size": 4,
-    "warmup_batches": 1,
-    "steady_s": 2,
-    "probe_samples": 4,
-}
+                assert resources[key] == str(profile[rule][key]), (rule, key, resources)
+        if rule == "bench_scenario":
+            nodes = fields["wildcards"].rsplit("_n", 1)[1]
+            assert (resources["nodes"], resources["tasks"]) == (nodes, nodes)
+            assert resources["mpi"] == ("srun" if nodes == "2" else "")
+            assert (resources["cpus_per_task"], resources["gres"]) == ("1", "")
 
 
 def test_one_and_two_node_benchmark_scenarios_under_slurm(
     slurm_cluster, source, tmp_path, snakemake_command, run_snakemake, slurm_args
 ):
-    config = {**_config(source), "bench": BENCH}
+    config = _config(source)
     rules = subprocess.run(
         snakemake_command(tmp_path, config, "--list-rules"), capture_output=True, text=True
     ).stdout.split()
