@@ -95,7 +95,9 @@ def run_snakemake(source: Path, work: Path, name: str, cores: int) -> float:
     config = workdir / f"{name}.yaml"
     config.write_text(json.dumps({"datasets": {name: {"path": str(source)}}}))
     cmd = ["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
-    cmd += ["--configfile", str(config), "--cores", str(cores), "convert"]
+    # The default config first (relative paths resolve against -d, not the repo), then ours.
+    cmd += ["--configfile", str(REPO / "config" / "config.yaml"), str(config)]
+    cmd += ["--cores", str(cores), "convert"]
     wall, _ = timed_process(cmd, work / f"{name}.snakemake.log", cwd=REPO)
     return wall
 
