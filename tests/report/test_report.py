@@ -111,7 +111,7 @@ def test_summary_has_one_flat_row_per_scenario(demo):
         "robopipe_stream",
         "lerobot_map",
         "lerobot_stream",
-        "robomimic_hdf5",
+        "robomimic_hdf5_all",
     ]
 
 

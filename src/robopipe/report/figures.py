@@ -109,4 +109,4 @@ def loader_legend(fig: Figure, loaders, lines_ax=None) -> None:
         line_handles, line_labels = lines_ax.get_legend_handles_labels()
         handles += line_handles
         labels += line_labels
-    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(present), 5))
+    fig.legend(handles, labels, loc="outside lower center", ncols=min(len(handles), 3))
