@@ -99,7 +99,9 @@ def time_dry_run(source: Path, work: Path, *, episodes_per_batch: int, target: s
     )
     command = [
         sys.executable, "-m", "snakemake", target, "-s", str(REPO / "Snakefile"),
-        "-d", str(work / "run"), "-n", "--quiet", "rules", "--configfile", str(config),
+        "-d", str(work / "run"), "-n", "--quiet", "rules",
+        # -d makes the Snakefile's own `configfile:` path relative to the run folder: load it here
+        "--configfile", str(REPO / "config" / "config.yaml"), str(config),
     ]  # fmt: skip
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True)
