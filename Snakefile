@@ -1,9 +1,12 @@
+import os
+
 from snakemake.utils import min_version
 
 min_version("9.0")
 
 
-configfile: "config/config.yaml"
+# the defaults, whatever the working directory (-d); --configfile files are merged on top
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
 report: "workflow/report/workflow.rst"

@@ -16,6 +16,12 @@
     The defaults are the ones shown above; every other ``generate_demo`` keyword (``tasks``,
     ``preset``) is passed through.
 
+``snakemake_cmd`` / ``run_snakemake`` / ``file_tree``
+    The real workflow run in a scratch working directory: ``snakemake -s <repo>/Snakefile
+    -d <workdir> --configfile <workdir>/config.yaml ARGS`` (the default config is merged
+    under the given one). ``file_tree(root)`` maps every file under a folder to its bytes,
+    to compare two outputs.
+
 ``shared_datasets``
     The folder of real datasets, ``../shared/datasets`` relative to the repository root, as
     a resolved ``Path``; the test is skipped when that folder is absent (a fresh clone).
@@ -23,9 +29,12 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from robopipe.demo import demo_cameras, generate_demo
 
@@ -80,3 +89,62 @@ def shared_datasets() -> Path:
     if not path.is_dir():
         pytest.skip(f"real datasets not available ({path} is missing)")
     return path
+
+
+SNAKEFILE = REPO_ROOT / "Snakefile"
+
+
+def snakemake_command(workdir: Path, config: dict, *args: str) -> list[str]:
+    """The snakemake command line for ``config`` (written to ``workdir/config.yaml``)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    return [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(SNAKEFILE),
+        "-d",
+        str(workdir),
+        *args,
+        "--configfile",  # last: it takes every word that follows
+        str(workdir / "config.yaml"),
+    ]
+
+
+@pytest.fixture(scope="session")
+def snakemake_cmd():
+    """``snakemake_cmd(workdir, config, *args) -> list[str]``: see :func:`snakemake_command`."""
+    return snakemake_command
+
+
+@pytest.fixture(scope="session")
+def run_snakemake():
+    """``run_snakemake(workdir, config, *args, check=True, env=None) -> CompletedProcess``
+    (text output; ``env`` replaces the environment)."""
+
+    def run(workdir: Path, config: dict, *args: str, check: bool = True, env=None):
+        result = subprocess.run(
+            snakemake_command(workdir, config, *args), capture_output=True, text=True, env=env
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"snakemake failed:\n{result.stdout}\n{result.stderr}")
+        return result
+
+    return run
+
+
+def dataset_tree(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` by relative path, with its bytes; the
+    ``.snakemake_timestamp`` Snakemake leaves in a directory output is left out."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(Path(root).rglob("*"))
+        if p.is_file() and p.name != ".snakemake_timestamp"
+    }
+
+
+@pytest.fixture(scope="session")
+def file_tree():
+    """``file_tree(root) -> {relative path: bytes}``: see :func:`dataset_tree`."""
+    return dataset_tree

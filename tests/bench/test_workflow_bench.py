@@ -1,13 +1,7 @@
 """The bench rules run under Snakemake: every scenario of a small matrix, and the ceiling."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-import yaml
-
-REPO = Path(__file__).resolve().parents[2]
 MATRIX = {
     "loader": ["robopipe_map", "robopipe_stream"],
     "source": ["local", "http"],
@@ -19,8 +13,10 @@ MATRIX = {
 }
 
 
-def test_bench_rules(workdir):
+def test_bench_rules(make_v21, tmp_path, run_snakemake):
+    source = make_v21(episodes=6, cameras=2, fps=10, min_length=12, max_length=30)
     config = {
+        "datasets": {"tiny": {"path": str(source), "conversion": {"video_file_size_in_mb": 0.02}}},
         "bench": {
             "matrix": MATRIX,
             "batch_size": 4,
@@ -28,28 +24,18 @@ def test_bench_rules(workdir):
             "steady_s": 0.5,
             "probe_samples": 8,
             "ceiling_frames": 10,
-        }
+        },
     }
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    (workdir / "Snakefile").write_text(
-        'configfile: "config.yaml"\n\n\n'
-        f'include: "{REPO}/workflow/rules/bench.smk"\n\n\n'
-        'rule all:\n    input:\n        bench_results("tiny"),\n'
-    )
-    done = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--cores", "2", "--resources", "network=1"],
-        cwd=workdir, capture_output=True, text=True,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_snakemake(tmp_path, config, "--cores", "2", "bench")
     names = [
         "robopipe_map_local_single_cpu_w1_n1",
         "robopipe_stream_http_single_cpu_w1_n1",
         "robopipe_stream_local_single_cpu_w1_n1",
     ]
-    assert sorted(p.stem for p in (workdir / "results/bench/tiny").glob("*_n1.json")) == names
+    assert sorted(p.stem for p in (tmp_path / "results/bench/tiny").glob("*_n1.json")) == names
     for name in names:
-        assert json.loads((workdir / f"results/bench/tiny/{name}.json").read_text())["samples"] > 0
-        assert (workdir / f"results/benchmarks/tiny/bench_scenario/{name}.tsv").exists()
-        assert (workdir / f"results/logs/tiny/bench_scenario/{name}.log").exists()
-    ceiling = json.loads((workdir / "results/bench/tiny/ceiling.json").read_text())
+        assert json.loads((tmp_path / f"results/bench/tiny/{name}.json").read_text())["samples"] > 0
+        assert (tmp_path / f"results/benchmarks/tiny/bench_scenario/{name}.tsv").exists()
+        assert (tmp_path / f"results/logs/tiny/bench_scenario/{name}.log").exists()
+    ceiling = json.loads((tmp_path / "results/bench/tiny/ceiling.json").read_text())
     assert ceiling["ffmpeg_threads"] == 1 and ceiling["camera_count"] == 2

@@ -3,41 +3,23 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-import yaml
 
 from robopipe.bench.runner import Settings, run_scenario
 from robopipe.convert import convert_dataset
 from robopipe.robomimic.convert import RobomimicOptions, convert_robomimic
 from robopipe.robomimic.generate import generate_robomimic
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SNAKEFILE = REPO_ROOT / "Snakefile"
 GENERATE = {"demos": 7, "height": 32, "width": 48, "min_length": 10, "max_length": 20}
 OPTIONS = {"codec": "h264_lossless", "demos_per_batch": 3}
 CONVERSION = {"episodes_per_batch": 4}
 
-pytestmark = pytest.mark.skipif(
-    "robomimic.smk" not in SNAKEFILE.read_text(),
-    reason="the Snakefile does not include workflow/rules/robomimic.smk yet",
-)
-
-
-def _tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != ".snakemake_timestamp"
-    }
-
 
 @pytest.fixture(scope="module")
-def workflow_run(tmp_path_factory) -> Path:
+def workflow_run(tmp_path_factory, run_snakemake) -> Path:
     """A ``snakemake convert`` run of a generated robomimic dataset ``rm``; its workdir."""
     workdir = tmp_path_factory.mktemp("workflow")
     config = {
@@ -45,23 +27,17 @@ def workflow_run(tmp_path_factory) -> Path:
             "rm": {"robomimic": {"generate": GENERATE, **OPTIONS}, "conversion": CONVERSION}
         }
     }
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    command = [
-        sys.executable, "-m", "snakemake", "-s", str(SNAKEFILE), "-d", str(workdir),
-        "--configfile", str(workdir / "config.yaml"), "--cores", "2", "convert",
-    ]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-4000:]
+    run_snakemake(workdir, config, "--cores", "2", "convert")
     return workdir
 
 
-def test_workflow_output_equals_the_in_process_conversion(workflow_run, tmp_path):
+def test_workflow_output_equals_the_in_process_conversion(workflow_run, tmp_path, file_tree):
     results = workflow_run / "results/rm"
     hdf5 = generate_robomimic(tmp_path / "rm.hdf5", **GENERATE)
     v21 = convert_robomimic(hdf5, tmp_path / "v21", name="rm", options=RobomimicOptions(**OPTIONS))
     convert_dataset(v21, tmp_path / "v3.0", name="rm", **CONVERSION)
-    assert _tree(results / "robomimic_v21") == _tree(v21)
-    assert _tree(results / "v3.0") == _tree(tmp_path / "v3.0")
+    assert file_tree(results / "robomimic_v21") == file_tree(v21)
+    assert file_tree(results / "v3.0") == file_tree(tmp_path / "v3.0")
     plan = json.loads((results / "robomimic/plan.json").read_text())
     assert [b["id"] for b in plan["batches"]] == ["batch-000", "batch-001", "batch-002"]
     for batch in plan["batches"]:

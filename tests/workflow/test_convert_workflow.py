@@ -7,7 +7,6 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
@@ -25,15 +24,6 @@ def _config(source, **conversion):
     return {"datasets": {"ds": {"path": str(source), "conversion": conversion}}}
 
 
-def _tree(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` but the ``.snakemake_timestamp`` of a directory output."""
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.name != ".snakemake_timestamp"
-    }
-
-
 @pytest.fixture(scope="module")
 def source(make_v21):
     return make_v21(episodes=12, cameras=2)
@@ -49,11 +39,13 @@ def test_dry_run_lists_every_shard_and_aggregate_job(source, tmp_path, run_snake
     assert not (tmp_path / "results").exists()
 
 
-def test_workflow_output_equals_the_in_process_conversion(source, tmp_path, run_snakemake):
+def test_workflow_output_equals_the_in_process_conversion(
+    source, tmp_path, run_snakemake, file_tree
+):
     run_snakemake(tmp_path, _config(source, **ROLLOVER), "--cores", "2", "convert")
     convert_dataset(source, tmp_path / "ref", name="ds", **ROLLOVER)
-    published = _tree(tmp_path / "results/ds/v3.0")
-    assert published == _tree(tmp_path / "ref")
+    published = file_tree(tmp_path / "results/ds/v3.0")
+    assert published == file_tree(tmp_path / "ref")
     assert len([p for p in published if p.startswith("videos/")]) >= 4
     validation = json.loads((tmp_path / "results/ds/validation.json").read_text())
     assert validation["episodes"] == 12
@@ -64,7 +56,7 @@ def test_bad_input_stops_the_run_with_a_clear_message(make_v21, tmp_path, run_sn
     root = tmp_path / "src"
     shutil.copytree(make_v21(episodes=6), root)
     (root / "videos/chunk-000/observation.images.front/episode_000002.mp4").write_bytes(b"junk")
-    result = run_snakemake(tmp_path, _config(root), "--cores", "2", check=False)
+    result = run_snakemake(tmp_path, _config(root), "--cores", "2", "convert", check=False)
     assert result.returncode != 0
     assert (
         "dataset 'ds': episode 2: file videos/chunk-000/observation.images.front/"
@@ -73,15 +65,17 @@ def test_bad_input_stops_the_run_with_a_clear_message(make_v21, tmp_path, run_sn
     assert not (tmp_path / "results/ds/v3.0").exists()
 
 
-def test_a_killed_run_resumes_without_redoing_finished_shards(source, tmp_path, snakemake_cmd):
+def test_a_killed_run_resumes_without_redoing_finished_shards(
+    source, tmp_path, snakemake_cmd, file_tree
+):
     config = _config(source, **{**ROLLOVER, "episodes_per_batch": 1})
     reference = tmp_path / "uninterrupted"
     subprocess.run(
-        snakemake_cmd(reference, config, "--cores", "1"), check=True, capture_output=True
+        snakemake_cmd(reference, config, "--cores", "1", "convert"), check=True, capture_output=True
     )
     work = tmp_path / "killed"
     process = subprocess.Popen(
-        snakemake_cmd(work, config, "--cores", "1"),
+        snakemake_cmd(work, config, "--cores", "1", "convert"),
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -105,10 +99,10 @@ def test_a_killed_run_resumes_without_redoing_finished_shards(source, tmp_path, 
     # a killed snakemake leaves its lock behind: unlock, then resume
     subprocess.run(snakemake_cmd(work, config, "--unlock"), check=True, capture_output=True)
     subprocess.run(
-        snakemake_cmd(work, config, "--cores", "1", "--rerun-incomplete"),
+        snakemake_cmd(work, config, "--cores", "1", "--rerun-incomplete", "convert"),
         check=True,
         capture_output=True,
     )
     for name, mtime in finished.items():
         assert (shards / name).stat().st_mtime_ns == mtime, f"{name} was redone"
-    assert _tree(work / "results/ds/v3.0") == _tree(reference / "results/ds/v3.0")
+    assert file_tree(work / "results/ds/v3.0") == file_tree(reference / "results/ds/v3.0")

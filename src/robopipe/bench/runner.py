@@ -33,6 +33,7 @@ from robopipe.bench.scenarios import Scenario, parse_scenario
 from robopipe.bench.servers import serve_http, serve_s3
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading import MapDataset, StreamingDataset, mode_delta_timestamps, read_meta
+from robopipe.ranks import current_node
 
 log = logging.getLogger(__name__)
 LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")
@@ -143,6 +144,7 @@ def run_scenario(
             raise ValueError(f"loader {scenario.loader!r} is not run by robopipe.bench.runner")
     per_rank = {
         "rank": rank,
+        "node": current_node(),
         "samples": measured["samples"],
         "frames": measured["frames"],
         "steady_wall_s": measured["steady_wall_s"],
