@@ -13,5 +13,11 @@ with logged(snakemake) as log:
     source = load_source(snakemake.params.source, snakemake.wildcards.dataset)
     shard_dirs = {Path(d).name: Path(d) for d in snakemake.input.shards}
     with atomic_path(snakemake.output[0]) as tmp:
-        write_meta(source, plan, shard_dirs, tmp)
+        write_meta(
+            source,
+            plan,
+            shard_dirs,
+            tmp,
+            restamp_timestamps=snakemake.params.options["restamp_timestamps"],
+        )
     log.info("wrote %s", snakemake.output[0])

@@ -82,7 +82,7 @@ def convert_dataset(
                 f["file"],
                 staging / video_path(key, f["chunk"], f["file"]),
             )
-    write_meta(source, plan, shard_dirs, staging / "meta")
+    write_meta(source, plan, shard_dirs, staging / "meta", restamp_timestamps=restamp_timestamps)
     if validate:
         validate_dataset(source, plan, staging, frames=validate_frames, tolerance_s=tolerance_s)
     publish(staging, plan, output_dir)

@@ -2,9 +2,8 @@
 
 Each writer follows what lerobot 0.6.1's converter writes
 (``scripts/convert_dataset_v21_to_v30.py``; reference spec §2.2-2.5), with one deliberate
-difference: episodes metadata rolls over into several ``meta/episodes/chunk-XXX/file-YYY``
-files when larger than the data file threshold, where lerobot stops at one file of 100 MB
-(``NotImplementedError``).
+difference: episodes metadata larger than 100 MB rolls over into several
+``meta/episodes/chunk-XXX/file-YYY`` files, where lerobot stops (``NotImplementedError``).
 """
 
 from __future__ import annotations
@@ -13,12 +12,14 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.layout import (
     DATA_PATH,
+    DEFAULT_DATA_FILE_SIZE_IN_MB,
     INFO_PATH,
     STATS_PATH,
     TASKS_PATH,
@@ -29,6 +30,10 @@ from robopipe.layout import (
 from robopipe.shard import SHARD_EPISODES
 from robopipe.source import V21Source
 from robopipe.stats import aggregate_stats
+
+# lerobot 0.6.1 writes one episodes file, and refuses one whose table exceeds this
+# (io_utils.py:190-208, DEFAULT_DATA_FILE_SIZE_IN_MB, not the converter's argument).
+EPISODES_FILE_SIZE_IN_MB = DEFAULT_DATA_FILE_SIZE_IN_MB
 
 # lerobot 0.6.1 DatasetInfo field order (datasets/utils.py:114-235); other keys are dropped.
 INFO_KEYS = (
@@ -49,7 +54,12 @@ INFO_KEYS = (
 
 
 def write_meta(
-    source: V21Source, plan: dict, shard_dirs: dict[str, Path], meta_dir: Path
+    source: V21Source,
+    plan: dict,
+    shard_dirs: dict[str, Path],
+    meta_dir: Path,
+    *,
+    restamp_timestamps: bool = False,
 ) -> None:
     """Write the ``meta/`` folder of the v3.0 dataset into ``meta_dir``.
 
@@ -58,16 +68,18 @@ def write_meta(
         plan: the conversion plan (file assignment, output episode indices).
         shard_dirs: shard id -> shard directory (for the episodes' video durations).
         meta_dir: where ``info.json``, ``stats.json``, ``tasks.parquet`` and ``episodes/`` go.
+        restamp_timestamps: the shards rewrote ``timestamp`` as ``frame_index / fps``, so its
+            stats are computed from those values instead of copied from the source.
     """
     meta_dir = Path(meta_dir)
     durations, time_bases = _video_durations(plan, shard_dirs)
-    rows = episode_rows(source, plan, durations, time_bases)
-    write_episodes(
-        rows, meta_dir, plan["options"]["data_file_size_in_mb"], plan["options"]["chunks_size"]
-    )
+    stats = [
+        episode_stats(source, ep, restamp_timestamps=restamp_timestamps) for ep in plan["episodes"]
+    ]
+    rows = episode_rows(source, plan, durations, time_bases, stats)
+    write_episodes(rows, meta_dir, plan["options"]["chunks_size"])
     write_tasks(source.tasks, meta_dir / _in_meta(TASKS_PATH))
-    kept = [source.episodes_stats[ep["source_episode_index"]] for ep in plan["episodes"]]
-    write_json(meta_dir / _in_meta(STATS_PATH), aggregate_stats(kept))
+    write_json(meta_dir / _in_meta(STATS_PATH), aggregate_stats(stats))
     write_json(meta_dir / _in_meta(INFO_PATH), convert_info(source.info, plan))
 
 
@@ -106,11 +118,30 @@ def convert_info(info: dict, plan: dict) -> dict:
     return {key: converted[key] for key in INFO_KEYS if key in converted}
 
 
+def episode_stats(source: V21Source, ep: dict, *, restamp_timestamps: bool) -> dict:
+    """An output episode's stats: its ``episodes_stats.jsonl`` entry, with the ``timestamp``
+    stats of ``frame_index / fps`` (float32, as the column) when timestamps were restamped,
+    computed as lerobot 0.3's ``compute_episode_stats`` (min/max/mean/std with keepdims,
+    count)."""
+    stats = dict(source.episodes_stats[ep["source_episode_index"]])
+    if restamp_timestamps and "timestamp" in stats:
+        ts = (np.arange(ep["length"]) / source.fps).astype(np.float32)
+        stats["timestamp"] = {
+            "min": [float(ts.min())],
+            "max": [float(ts.max())],
+            "mean": [float(ts.mean())],
+            "std": [float(ts.std())],
+            "count": [int(ep["length"])],
+        }
+    return stats
+
+
 def episode_rows(
     source: V21Source,
     plan: dict,
     durations: dict[str, list[int]],
     time_bases: dict[str, Fraction],
+    stats: list[dict],
 ) -> list[dict]:
     """One v3.0 episodes-metadata row per output episode, columns in lerobot's order.
 
@@ -118,7 +149,7 @@ def episode_rows(
     ``time_bases[video_key]`` seconds (columns of each camera grouped); ``from_timestamp``
     is the sum of the earlier episodes' durations in the same file (lerobot 0.6.1,
     ``convert_videos_of_camera``, :313-381), ``to_timestamp = from + duration``, seconds.
-    Stats columns are ``stats/{feature}/{stat}`` from ``episodes_stats.jsonl``.
+    Stats columns are ``stats/{feature}/{stat}`` from ``stats[i]`` (:func:`episode_stats`).
     """
     offsets = {key: (None, 0) for key in plan["video_keys"]}
     rows = []
@@ -144,22 +175,30 @@ def episode_rows(
         for column, value in legacy.items():
             if column != "episode_index":
                 row[column] = value
-        for feature, stats in source.episodes_stats[ep["source_episode_index"]].items():
-            for stat, value in stats.items():
+        for feature, feature_stats in stats[ep["episode_index"]].items():
+            for stat, value in feature_stats.items():
                 row[f"stats/{feature}/{stat}"] = value
         rows.append(row)
     return rows
 
 
-def write_episodes(rows: list[dict], meta_dir: Path, file_size_in_mb: float, chunks_size: int):
-    """Write the episodes metadata, rolling over to a new file past ``file_size_in_mb``.
+def write_episodes(
+    rows: list[dict],
+    meta_dir: Path,
+    chunks_size: int,
+    file_size_in_mb: float = EPISODES_FILE_SIZE_IN_MB,
+) -> None:
+    """Write the episodes metadata: one file, as lerobot 0.6.1's converter writes, while it
+    holds at most ``file_size_in_mb`` (100) in memory; beyond that (where lerobot raises
+    ``NotImplementedError``, ``io_utils.py:190-208``) several files of at most that size.
 
     The last two columns, ``meta/episodes/chunk_index`` and ``meta/episodes/file_index``, say
     which file holds each row. Row ``i`` is episode ``i`` across the files in sorted order.
     """
     table = pa.Table.from_pylist(rows)
-    row_mb = table.nbytes / max(len(rows), 1) / 2**20
-    per_file = max(1, int(file_size_in_mb / row_mb)) if row_mb > 0 else len(rows)
+    per_file = len(rows)
+    if table.nbytes / 2**20 > file_size_in_mb:
+        per_file = max(1, int(file_size_in_mb * 2**20 * len(rows) / table.nbytes))
     chunk, file = 0, 0
     for start in range(0, len(rows), per_file):
         part = table.slice(start, per_file)

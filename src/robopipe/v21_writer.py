@@ -371,8 +371,14 @@ class V21Writer:
         """Encode ``frames`` (uint8 (T, H, W, 3)) to ``path`` like ``encode_video_frames``."""
         options = {"g": str(VIDEO_GOP), "crf": str(VIDEO_CRF)}
         pix_fmt = VIDEO_PIX_FMT
-        if self.codec == "libsvtav1" and self.preset is not None:
-            options["preset"] = str(self.preset)
+        if self.codec == "libsvtav1":
+            # One level of parallelism: the SVT-AV1 4.1 bundled with PyAV 18 was seen to
+            # deadlock (every thread in futex wait) in a few of a thousand multi-threaded
+            # encodes on a busy machine; one thread per encoder is also faster here, where
+            # episodes are small and the jobs already use every core.
+            options["svtav1-params"] = "lp=1"
+            if self.preset is not None:
+                options["preset"] = str(self.preset)
         if self.codec == "h264_lossless":
             options, pix_fmt = {"g": str(VIDEO_GOP), "qp": "0"}, LOSSLESS_PIX_FMT
         # SVT-AV1 prints a banner per encoder unless its own log level says errors only.

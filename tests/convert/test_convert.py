@@ -10,6 +10,7 @@ import pytest
 
 from robopipe.convert import convert_dataset
 from robopipe.layout import data_path, video_path
+from robopipe.meta import write_episodes
 from robopipe.source import load_source
 
 
@@ -136,3 +137,25 @@ def test_skipped_episodes_are_left_out_and_renumbered(make_v21, tmp_path):
     ]
     info = json.loads((tmp_path / "v3.0/meta/info.json").read_text())
     assert info["total_episodes"] == 4 and info["splits"] == {"train": "0:4"}
+
+
+def test_episodes_metadata_is_one_file_as_lerobot_writes_it(rollover):
+    _, _, out = rollover
+    assert [p.relative_to(out).as_posix() for p in out.glob("meta/episodes/*/*.parquet")] == [
+        "meta/episodes/chunk-000/file-000.parquet"
+    ]
+
+
+def test_large_episodes_metadata_rolls_over_into_several_files(tmp_path):
+    rows = [{"episode_index": i, "length": 10, "tasks": ["t" * 200]} for i in range(50)]
+    write_episodes(rows, tmp_path, chunks_size=2, file_size_in_mb=0.002)
+    files = sorted(tmp_path.glob("episodes/*/*.parquet"))
+    assert len(files) >= 3 and files[2].parent.name == "chunk-001"
+    tables = [pq.read_table(f) for f in files]
+    assert sum(t.num_rows for t in tables) == 50
+    whole = pa.concat_tables(tables)
+    assert whole.column("episode_index").to_pylist() == list(range(50))
+    for f, t in zip(files, tables, strict=True):
+        chunk, file = int(f.parent.name[-3:]), int(f.stem[-3:])
+        assert set(t.column("meta/episodes/chunk_index").to_pylist()) == {chunk}
+        assert set(t.column("meta/episodes/file_index").to_pylist()) == {file}

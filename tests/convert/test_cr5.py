@@ -1,5 +1,7 @@
 """The real cr5 recording (../shared/datasets; skipped where absent): its off timestamps."""
 
+import json
+
 import pyarrow.parquet as pq
 import pytest
 
@@ -27,3 +29,9 @@ def test_restamped_conversion_validates(shared_datasets, tmp_path):
     frame_index = table.column("frame_index").to_numpy()
     timestamp = table.column("timestamp").to_numpy()
     assert abs(timestamp - frame_index / 10).max() < 1e-6
+    # the timestamp stats describe the restamped column, not the source's wall-clock times
+    stats = json.loads((tmp_path / "v3.0/meta/stats.json").read_text())["timestamp"]
+    assert stats["min"] == [0.0]
+    assert stats["max"] == [pytest.approx((frame_index.max()) / 10, rel=1e-6)]
+    assert stats["mean"] == [pytest.approx(timestamp.astype("float64").mean(), rel=1e-5)]
+    assert stats["count"] == [18039]
