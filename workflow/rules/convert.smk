@@ -73,6 +73,7 @@ rule meta:
         "results/benchmarks/{dataset}/meta/meta.tsv"
     params:
         source=source_of,
+        options=conversion_of,
     script:
         "../../scripts/meta.py"
 
