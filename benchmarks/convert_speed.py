@@ -15,7 +15,7 @@ cached under ``--work``), then, same machine, same run:
   (``results/benchmarks/{dataset}/{rule}/{name}.tsv``, column ``max_rss``, MB).
 
 Prints the figures and writes ``{results}/bench/{dataset}/lerobot_convert.json`` (fields of
-/work/notes' bench contract: dataset, episodes, lerobot_wall_s, lerobot_peak_rss_mb,
+the report's input contract (robopipe.report.results): dataset, episodes, lerobot_wall_s, lerobot_peak_rss_mb,
 robopipe_wall_s, robopipe_max_job_rss_mb; plus the validation figures and the machine's CPU
 count) and copies the TSVs to ``{results}/benchmarks/{dataset}/``.
 
