@@ -120,12 +120,16 @@ def snakemake_cmd():
 
 @pytest.fixture(scope="session")
 def run_snakemake():
-    """``run_snakemake(workdir, config, *args, check=True, env=None) -> CompletedProcess``
-    (text output; ``env`` replaces the environment)."""
+    """``run_snakemake(workdir, config, *args, check=True, env=None, timeout=600)
+    -> CompletedProcess`` (text output; ``env`` replaces the environment)."""
 
-    def run(workdir: Path, config: dict, *args: str, check: bool = True, env=None):
+    def run(workdir: Path, config: dict, *args: str, check=True, env=None, timeout=600):
         result = subprocess.run(
-            snakemake_command(workdir, config, *args), capture_output=True, text=True, env=env
+            snakemake_command(workdir, config, *args),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
         )
         if check and result.returncode != 0:
             raise AssertionError(f"snakemake failed:\n{result.stdout}\n{result.stderr}")

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "tools" / "slurm_local.sh"
@@ -59,44 +58,6 @@ def slurm_cluster():
     yield sorted(set(nodes))
     if not already_running:
         _script("stop")
-
-
-def _snakemake_command(workdir: Path, config: dict, *args: str) -> list[str]:
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
-    return [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(SNAKEFILE),
-        "-d",
-        str(workdir),
-        "--configfile",
-        str(workdir / "config.yaml"),
-        *args,
-    ]
-
-
-def _run_snakemake(workdir: Path, config: dict, *args: str, timeout: float = 600):
-    result = subprocess.run(
-        _snakemake_command(workdir, config, *args), capture_output=True, text=True, timeout=timeout
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"snakemake failed:\n{result.stdout}\n{result.stderr}")
-    return result
-
-
-@pytest.fixture(scope="session")
-def snakemake_command():
-    """``snakemake_command(workdir, config, *args) -> argv`` (config written to the workdir)."""
-    return _snakemake_command
-
-
-@pytest.fixture(scope="session")
-def run_snakemake():
-    """``run_snakemake(workdir, config, *args, timeout=600)``: run it, fail with its output."""
-    return _run_snakemake
 
 
 @pytest.fixture(scope="session")

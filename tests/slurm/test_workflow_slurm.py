@@ -70,9 +70,9 @@ def test_slurm_run_publishes_the_same_bytes_as_a_local_run(
 
 
 def test_a_cancelled_shard_job_is_retried_and_the_output_is_unchanged(
-    slurm_cluster, source, local_output, tmp_path, snakemake_command, slurm_args
+    slurm_cluster, source, local_output, tmp_path, snakemake_cmd, slurm_args
 ):
-    command = snakemake_command(tmp_path, _config(source), *slurm_args, "--retries", "1", "convert")
+    command = snakemake_cmd(tmp_path, _config(source), *slurm_args, "--retries", "1", "convert")
     log = tmp_path / "snakemake.log"
     with log.open("w") as out:
         run = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
@@ -142,11 +142,11 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
 
 
 def test_one_and_two_node_benchmark_scenarios_under_slurm(
-    slurm_cluster, source, tmp_path, snakemake_command, run_snakemake, slurm_args
+    slurm_cluster, source, tmp_path, snakemake_cmd, run_snakemake, slurm_args
 ):
     config = _config(source)
     rules = subprocess.run(
-        snakemake_command(tmp_path, config, "--list-rules"), capture_output=True, text=True
+        snakemake_cmd(tmp_path, config, "--list-rules"), capture_output=True, text=True
     ).stdout.split()
     if "bench_scenario" not in rules:
         pytest.skip("pending: the workflow has no bench_scenario rule yet")

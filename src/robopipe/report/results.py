@@ -15,17 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from robopipe.bench.scenarios import LOADERS
 from robopipe.errors import DatasetError
-
-LOADERS = (
-    "robopipe_map",
-    "robopipe_stream",
-    "lerobot_map",
-    "lerobot_stream",
-    "robomimic_hdf5_none",
-    "robomimic_hdf5_low_dim",
-    "robomimic_hdf5_all",
-)
 
 SCENARIO_FIELDS = (
     "dataset",
