@@ -47,7 +47,7 @@ class PlanOptions:
     data_file_size_in_mb: float = 100
     video_file_size_in_mb: float = 200
     chunks_size: int = 1000
-    episodes_per_batch: int = 200
+    episodes_per_batch: int = 250
     skip_episodes: tuple[int, ...] = ()
 
 
