@@ -32,3 +32,7 @@ fi
 extras="torch"
 $test_extras && extras="torch,test"
 python -m pip install -q -e ".[$extras]"
+# pyenv puts new console scripts (snakemake) on PATH only after a rehash
+if command -v pyenv >/dev/null 2>&1; then
+    pyenv rehash
+fi
