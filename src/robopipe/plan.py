@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from robopipe.layout import next_chunk_file
+from robopipe.layout import data_path, next_chunk_file, video_path
 from robopipe.source import V21Source
 
 MIB = 2**20
@@ -213,6 +213,14 @@ def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, 
         for col in range(row_group.num_columns):
             size += row_group.column(col).total_uncompressed_size
     return metadata.num_rows, size / MIB
+
+
+def planned_files(plan: dict) -> list[str]:
+    """Relative paths of the data and video files the plan makes."""
+    paths = [data_path(f["chunk"], f["file"]) for f in plan["files"]["data"]]
+    for key, files in plan["files"]["videos"].items():
+        paths += [video_path(key, f["chunk"], f["file"]) for f in files]
+    return paths
 
 
 def shard_of(plan: dict, shard_id: str) -> dict:

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from robopipe.atomic import atomic_path, link_or_copy
-from robopipe.validate import planned_files
+from robopipe.plan import planned_files
 
 
 def publish(staging: Path, plan: dict, final: Path) -> None:

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.layout import DEFAULT_TOLERANCE_S, INFO_PATH, data_path, video_path
+from robopipe.plan import planned_files
 from robopipe.shard import timestamp_error
 from robopipe.source import V21Source
 from robopipe.video import FrameReader, VideoError
@@ -67,14 +68,6 @@ def validate(
         "video_files": sum(len(f) for f in plan["files"]["videos"].values()),
         "frames_compared": compared,
     }
-
-
-def planned_files(plan: dict) -> list[str]:
-    """Relative paths of the data and video files the plan makes."""
-    paths = [data_path(f["chunk"], f["file"]) for f in plan["files"]["data"]]
-    for key, files in plan["files"]["videos"].items():
-        paths += [video_path(key, f["chunk"], f["file"]) for f in files]
-    return paths
 
 
 def _check_files(source: V21Source, plan: dict, root: Path) -> None:
