@@ -20,7 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.decoder import Counters, DecoderCache
-from robopipe.loading.metadata import DatasetMeta
+from robopipe.loading.metadata import DatasetMeta, read_meta
 from robopipe.loading.windows import check_delta_timestamps, delta_indices, window_rows
 
 IMAGE_DTYPES = ("uint8", "float32")
@@ -44,6 +44,14 @@ class ItemReader:
         ValueError: bad image_dtype, decode_device, or delta_timestamps (unknown key, not a
             multiple of 1/fps).
     """
+
+    @classmethod
+    def from_url(
+        cls, url: str, *, name: str | None = None, storage_options: dict | None = None, **options
+    ) -> ItemReader:
+        """Read the v3.0 metadata at ``url`` (``robopipe.loading.metadata.read_meta``) and
+        build a reader over it; ``options`` are this class's keyword arguments."""
+        return cls(read_meta(url, name=name, storage_options=storage_options), **options)
 
     def __init__(
         self,

@@ -10,7 +10,7 @@ import torch.utils.data
 from robopipe.errors import DatasetError
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.items import ItemReader
-from robopipe.loading.metadata import read_data_file, read_meta
+from robopipe.loading.metadata import read_data_file
 
 
 class MapDataset(torch.utils.data.Dataset):
@@ -45,9 +45,10 @@ class MapDataset(torch.utils.data.Dataset):
         seek_mode: str = "approximate",
         storage_options: dict | None = None,
     ) -> None:
-        self.meta = read_meta(url, name=name, storage_options=storage_options)
-        self.reader = ItemReader(
-            self.meta,
+        self.reader = ItemReader.from_url(
+            url,
+            name=name,
+            storage_options=storage_options,
             delta_timestamps=delta_timestamps,
             image_dtype=image_dtype,
             decode_device=decode_device,
@@ -55,6 +56,7 @@ class MapDataset(torch.utils.data.Dataset):
             decoder_cache_size=decoder_cache_size,
             seek_mode=seek_mode,
         )
+        self.meta = self.reader.meta
         self.columns = _read_all_data(self.meta)
 
     @property

@@ -21,7 +21,7 @@ import torch.utils.data
 
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.items import ItemReader
-from robopipe.loading.metadata import read_data_file, read_meta
+from robopipe.loading.metadata import read_data_file
 from robopipe.loading.partition import assign_episodes, group_episodes_by_files
 
 DATA_FILES_KEPT = 2  # data files held per stream (LRU), parsed to numpy
@@ -81,9 +81,10 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         shuffle_buffer: int = 1000,
         seed: int = 0,
     ) -> None:
-        self.meta = read_meta(url, name=name, storage_options=storage_options)
-        self.reader = ItemReader(
-            self.meta,
+        self.reader = ItemReader.from_url(
+            url,
+            name=name,
+            storage_options=storage_options,
             delta_timestamps=delta_timestamps,
             image_dtype=image_dtype,
             decode_device=decode_device,
@@ -91,6 +92,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             decoder_cache_size=decoder_cache_size,
             seek_mode=seek_mode,
         )
+        self.meta = self.reader.meta
         self.rank, self.world_size = world_from_env(rank, world_size)
         self.shuffle = shuffle
         self.shuffle_buffer = max(1, shuffle_buffer)

@@ -93,25 +93,27 @@ def latency(table: pd.DataFrame, stem: str | Path, dataset: str):
 
 def first_batch(table: pd.DataFrame, stem: str | Path, dataset: str):
     """Time from iterator creation to the first batch (s) per scenario."""
-    title = f"{dataset}: first-batch latency"
-    if table.empty:
-        return placeholder(stem, title, NO_SCENARIOS)
-    fig, (ax,) = bar_figure(len(table))
-    scenario_bars(ax, table, "first_batch_latency_s", fmt="{:,.2f}")
-    ax.set_xlabel("time to the first batch, s")
-    fig.suptitle(title)
-    loader_legend(fig, table["loader"])
-    return save(fig, stem)
+    return _metric_figure(
+        table, stem, f"{dataset}: first-batch latency", "first_batch_latency_s",
+        "time to the first batch, s", fmt="{:,.2f}",
+    )  # fmt: skip
 
 
 def peak_rss(table: pd.DataFrame, stem: str | Path, dataset: str):
     """Peak resident set size of the benchmark's process tree (MB) per scenario."""
-    title = f"{dataset}: peak memory of the dataloading process tree"
+    return _metric_figure(
+        table, stem, f"{dataset}: peak memory of the dataloading process tree", "peak_rss_mb",
+        "peak RSS (main process and workers), MB",
+    )  # fmt: skip
+
+
+def _metric_figure(table, stem, title: str, column: str, xlabel: str, **bar_options):
+    """One bar per scenario of ``table[column]``, coloured by loader."""
     if table.empty:
         return placeholder(stem, title, NO_SCENARIOS)
     fig, (ax,) = bar_figure(len(table))
-    scenario_bars(ax, table, "peak_rss_mb")
-    ax.set_xlabel("peak RSS (main process and workers), MB")
+    scenario_bars(ax, table, column, **bar_options)
+    ax.set_xlabel(xlabel)
     fig.suptitle(title)
     loader_legend(fig, table["loader"])
     return save(fig, stem)
