@@ -25,3 +25,11 @@ rule all:
     input:
         converted_datasets(),
         "results/report/summary.csv",
+
+
+onsuccess:
+    exit_promptly()
+
+
+onerror:
+    exit_promptly()

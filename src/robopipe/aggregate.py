@@ -30,7 +30,7 @@ def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
         writer = None
         try:
             for shard_dir in shard_dirs:
-                table = pq.read_table(Path(shard_dir) / SHARD_DATA)
+                table = pq.ParquetFile(Path(shard_dir) / SHARD_DATA).read()
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, table.schema)
                 elif not table.schema.equals(writer.schema):

@@ -69,7 +69,8 @@ def build_shard(
                     episode=ep["source_episode_index"],
                     file=source.data_file(ep["source_episode_index"]),
                 )
-        pq.write_table(pa.concat_tables(tables), tmp / SHARD_DATA)
+        # uncompressed: the shard is read once, by aggregate_data, which compresses the output
+        pq.write_table(pa.concat_tables(tables), tmp / SHARD_DATA, compression="none")
         rows = [
             {"episode_index": ep["episode_index"], "length": ep["length"], "videos": {}}
             for ep in episodes
@@ -108,7 +109,7 @@ def _episode_table(
     src_index = ep["source_episode_index"]
     path = source.data_file(src_index)
     try:
-        table = pq.read_table(path)
+        table = pq.ParquetFile(path).read()
     except Exception as exc:  # ArrowInvalid, OSError: corrupt or truncated file
         raise source.error(f"unreadable parquet: {exc}", episode=src_index, file=path) from None
     fps = source.fps

@@ -80,7 +80,7 @@ def _check_files(source: V21Source, plan: dict, root: Path) -> None:
 
 def _read_episodes_meta(root: Path) -> pa.Table:
     files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
-    return pa.concat_tables([pq.read_table(f) for f in files])
+    return pa.concat_tables([pq.ParquetFile(f).read() for f in files])
 
 
 def _check_episode_rows(source: V21Source, plan: dict, meta: pa.Table) -> None:
@@ -125,8 +125,8 @@ def _check_data(source: V21Source, plan: dict, root: Path, tolerance_s: float) -
         by_file.setdefault(tuple(ep["data"]), []).append(ep)
     for f in plan["files"]["data"]:
         rel = data_path(f["chunk"], f["file"])
-        table = pq.read_table(
-            root / rel, columns=["index", "episode_index", "frame_index", "timestamp"]
+        table = pq.ParquetFile(root / rel).read(
+            columns=["index", "episode_index", "frame_index", "timestamp"]
         )
         index = table.column("index").to_numpy()
         expected = np.arange(position, position + table.num_rows)

@@ -18,6 +18,10 @@ from pathlib import Path
 import av
 import numpy as np
 
+# Open episode mp4s with FFmpeg's mov/mp4 demuxer named, skipping format probing (a quarter of
+# the cost of opening a small file; v2.1 videos are always mp4).
+MP4 = "mp4"
+
 
 class VideoError(Exception):
     """A video file cannot be read or does not match what was expected.
@@ -84,7 +88,7 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
         time_base = None
         for path in inputs:
             try:
-                with av.open(str(path)) as container:
+                with av.open(str(path), format=MP4) as container:
                     if not container.streams.video:
                         raise VideoError(path, "no video stream")
                     stream = container.streams.video[0]
@@ -100,13 +104,14 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
                         )
                     duration = _duration_ticks(path, container, stream)
                     frames = 0
+                    mux = out.mux_one
                     for packet in container.demux(stream):
                         if packet.dts is None:
                             continue
                         packet.pts += offset
                         packet.dts += offset
                         packet.stream = out_stream
-                        out.mux(packet)
+                        mux(packet)
                         frames += 1
             except (av.FFmpegError, OSError) as exc:
                 raise VideoError(path, f"cannot read video: {exc}") from exc
@@ -137,7 +142,7 @@ def probe_video(path: Path) -> VideoInfo:
         VideoError: the file is missing, unreadable or truncated, or has no video stream.
     """
     try:
-        with av.open(str(path)) as container:
+        with av.open(str(path), format=MP4) as container:
             if not container.streams.video:
                 raise VideoError(path, "no video stream")
             stream = container.streams.video[0]

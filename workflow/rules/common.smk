@@ -1,6 +1,8 @@
 import functools
+import gc
 import json
 import os
+import threading
 
 from snakemake.utils import validate
 
@@ -25,6 +27,21 @@ CONVERSION_DEFAULTS = {
     "tolerance_s": DEFAULT_TOLERANCE_S,
     "validate_frames": "sample",
 }
+
+
+def exit_promptly():
+    """Let snakemake exit as soon as its last job ends (about 1.4 s sooner).
+
+    Snakemake's job rate limiter (``--max-jobs-per-timespan``, default 100/1s) re-arms a
+    non-daemon ``threading.Timer`` of one timespan after each scheduling round, and the
+    interpreter waits for it at exit: cancel it. The interpreter's last garbage collection
+    then walks every object of the DAG (0.4 s at 500 episodes): ``gc.freeze()`` leaves them to
+    the operating system. Called from ``onsuccess`` and ``onerror``, when nothing is left to run.
+    """
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer):
+            thread.cancel()
+    gc.freeze()
 
 
 wildcard_constraints:

@@ -217,7 +217,7 @@ def _read_parquet(meta: DatasetMeta, relative: str, columns: list[str] | None) -
     except FileNotFoundError as err:
         raise DatasetError(meta.name, "missing file", file=path) from err
     try:
-        return pq.read_table(io.BytesIO(data), columns=columns)
+        return pq.ParquetFile(io.BytesIO(data)).read(columns=columns)
     except (pa.ArrowInvalid, KeyError) as err:
         raise DatasetError(meta.name, f"unreadable parquet: {err}", file=path) from err
 
