@@ -13,6 +13,7 @@ with logged(snakemake) as log:
         wildcards.video_key,
         int(wildcards.chunk),
         int(wildcards.file),
-        snakemake.output[0],
+        snakemake.output.video,
+        snakemake.output.episodes,
     )
-    log.info("wrote %s", snakemake.output[0])
+    log.info("wrote %s", snakemake.output.video)

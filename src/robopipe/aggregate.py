@@ -1,5 +1,5 @@
 """Aggregate jobs: one final v3.0 data file from its shards, or one video file from its
-episodes' mp4s.
+episodes' mp4s (with, beside it, where each episode landed: the meta job's input).
 
 Each final file is written once, from its planned list of shards or episodes, so the
 aggregates of a dataset are independent and run in parallel (lerobot's own aggregation
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from robopipe.atomic import atomic_path
-from robopipe.shard import SHARD_DATA, check_frame_count
+from robopipe.atomic import atomic_path, write_json
+from robopipe.shard import SHARD_DATA
 from robopipe.source import V21Source
 from robopipe.video import VideoError, concat_videos
 
@@ -42,17 +42,26 @@ def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
 
 
 def aggregate_video(
-    source: V21Source, plan: dict, video_key: str, chunk: int, file: int, output: Path
+    source: V21Source,
+    plan: dict,
+    video_key: str,
+    chunk: int,
+    file: int,
+    output: Path,
+    episodes_json: Path,
 ) -> None:
     """Write one camera's final video file ``output`` from its episodes' mp4s, by stream copy.
 
     The episodes are those the plan assigns to ``(chunk, file)`` of ``video_key``; each lands
     at the sum of the earlier episodes' stream durations, in ticks, exactly the
     ``from_timestamp`` the episodes metadata records (:func:`robopipe.video.concat_videos`).
+    ``episodes_json`` receives ``{"video_key", "time_base", "episodes": [{"episode_index",
+    "frames", "duration_ticks"}]}``: where each episode landed, for the meta job.
 
     Raises:
-        DatasetError: an episode mp4 cannot be read, or its packet count differs from the
-            episode's length.
+        DatasetError: an episode mp4 cannot be read (truncated, corrupt, another time base
+            than the file's first episode), or its frame count differs from the episode's
+            parquet rows.
     """
     episodes = [e for e in plan["episodes"] if e["videos"][video_key] == [chunk, file]]
     if not episodes:
@@ -67,4 +76,23 @@ def aggregate_video(
                 exc.reason, episode=ep["source_episode_index"], file=exc.path
             ) from exc
         for ep, path, result in zip(episodes, inputs, remuxed, strict=True):
-            check_frame_count(source, ep, path, result.frames)
+            if result.frames != ep["length"]:
+                raise source.error(
+                    f"{result.frames} frames in the mp4 but {ep['length']} rows in the parquet",
+                    episode=ep["source_episode_index"],
+                    file=path,
+                )
+    time_base = str(remuxed[0].time_base)
+    landed = [
+        {
+            "episode_index": ep["episode_index"],
+            "frames": r.frames,
+            "duration_ticks": r.duration_ticks,
+        }
+        for ep, r in zip(episodes, remuxed, strict=True)
+    ]
+    write_json(
+        episodes_json,
+        {"video_key": video_key, "time_base": time_base, "episodes": landed},
+        indent=None,
+    )

@@ -72,8 +72,10 @@ def convert_dataset(
         aggregate_data(
             [shard_dirs[s] for s in f["shards"]], staging / data_path(f["chunk"], f["file"])
         )
+    video_episodes = []
     for key, files in plan["files"]["videos"].items():
         for f in files:
+            video_episodes.append(work / "video_episodes" / f"{key}_{f['chunk']}_{f['file']}.json")
             aggregate_video(
                 source,
                 plan,
@@ -81,8 +83,11 @@ def convert_dataset(
                 f["chunk"],
                 f["file"],
                 staging / video_path(key, f["chunk"], f["file"]),
+                video_episodes[-1],
             )
-    write_meta(source, plan, shard_dirs, staging / "meta", restamp_timestamps=restamp_timestamps)
+    write_meta(
+        source, plan, video_episodes, staging / "meta", restamp_timestamps=restamp_timestamps
+    )
     if validate:
         validate_dataset(source, plan, staging, frames=validate_frames, tolerance_s=tolerance_s)
     publish(staging, plan, output_dir)

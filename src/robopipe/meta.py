@@ -27,7 +27,6 @@ from robopipe.layout import (
     episodes_path,
     next_chunk_file,
 )
-from robopipe.shard import SHARD_EPISODES
 from robopipe.source import V21Source
 from robopipe.stats import aggregate_stats
 
@@ -56,7 +55,7 @@ INFO_KEYS = (
 def write_meta(
     source: V21Source,
     plan: dict,
-    shard_dirs: dict[str, Path],
+    video_episodes: list[Path],
     meta_dir: Path,
     *,
     restamp_timestamps: bool = False,
@@ -66,13 +65,14 @@ def write_meta(
     Args:
         source: the v2.1 source (info, tasks, episodes.jsonl, episodes_stats.jsonl).
         plan: the conversion plan (file assignment, output episode indices).
-        shard_dirs: shard id -> shard directory (for the episodes' video durations).
+        video_episodes: the ``episodes_json`` files of every video file's aggregate job
+            (:func:`robopipe.aggregate.aggregate_video`): each episode's video durations.
         meta_dir: where ``info.json``, ``stats.json``, ``tasks.parquet`` and ``episodes/`` go.
         restamp_timestamps: the shards rewrote ``timestamp`` as ``frame_index / fps``, so its
             stats are computed from those values instead of copied from the source.
     """
     meta_dir = Path(meta_dir)
-    durations, time_bases = _video_durations(plan, shard_dirs)
+    durations, time_bases = _video_durations(plan, video_episodes)
     stats = [
         episode_stats(source, ep, restamp_timestamps=restamp_timestamps) for ep in plan["episodes"]
     ]
@@ -223,14 +223,14 @@ def write_tasks(tasks: list[str], path: Path) -> None:
 
 
 def _video_durations(
-    plan: dict, shard_dirs: dict[str, Path]
+    plan: dict, video_episodes: list[Path]
 ) -> tuple[dict[str, list[int]], dict[str, Fraction]]:
     durations = {key: [0] * len(plan["episodes"]) for key in plan["video_keys"]}
     time_bases = {}
-    for shard in plan["shards"]:
-        rows = json.loads((Path(shard_dirs[shard["id"]]) / SHARD_EPISODES).read_text("utf-8"))
-        for row in rows:
-            for key, video in row["videos"].items():
-                durations[key][row["episode_index"]] = video["duration_ticks"]
-                time_bases[key] = Fraction(video["time_base"])
+    for path in video_episodes:
+        landed = json.loads(Path(path).read_text("utf-8"))
+        key = landed["video_key"]
+        for row in landed["episodes"]:
+            durations[key][row["episode_index"]] = row["duration_ticks"]
+        time_bases[key] = Fraction(landed["time_base"])
     return durations, time_bases

@@ -1,22 +1,19 @@
 """The shard job: one batch of consecutive episodes, packed for its final files.
 
-A shard writes, into one directory (moved into place only when complete):
+A shard writes, into one directory (moved into place only when complete), ``data.parquet``:
+the episodes' rows, the source's columns and values (``episode_index`` and ``index``
+renumbered only when episodes are skipped; ``timestamp`` rewritten as ``frame_index / fps``
+only with ``restamp_timestamps``).
 
-- ``data.parquet``: the episodes' rows, the source's columns and values (``episode_index``
-  and ``index`` renumbered only when episodes are skipped; ``timestamp`` rewritten as
-  ``frame_index / fps`` only with ``restamp_timestamps``);
-- ``episodes.json``: per episode its length and, per camera, the frame count and duration
-  (ticks) read from the mp4 header, checked against the parquet's rows.
-
-Video is not copied here: each final video file is remuxed once, straight from the episode
-mp4s, by its aggregate job (:func:`robopipe.aggregate.aggregate_video`); a second pass through
-an intermediate shard mp4 would double the packet copying for no parallelism, since one job
-writes each final file either way.
+Video is not touched here: each final video file is remuxed once, straight from the episode
+mp4s, by its aggregate job (:func:`robopipe.aggregate.aggregate_video`), which also checks each
+mp4's frame count against the episode's rows. A second pass through an intermediate shard mp4
+would double the packet copying for no parallelism, since one job writes each final file
+either way; probing every mp4 here as well would open each file twice.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +25,8 @@ from robopipe.atomic import atomic_path
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.plan import shard_of
 from robopipe.source import V21Source
-from robopipe.video import VideoError, probe_video
 
 SHARD_DATA = "data.parquet"
-SHARD_EPISODES = "episodes.json"
 
 
 def build_shard(
@@ -48,9 +43,7 @@ def build_shard(
     Raises:
         DatasetError: an episode's parquet is unreadable or its schema differs from the
             first episode's; its timestamps are off ``frame_index / fps`` by more than
-            ``tolerance_s`` (without ``restamp_timestamps``); an mp4 is missing or its header
-            unreadable (truncated, corrupt); an mp4's frame count differs from the parquet's
-            row count.
+            ``tolerance_s`` (without ``restamp_timestamps``).
     """
     first, stop = shard_of(plan, shard_id)["episodes"]
     episodes = plan["episodes"][first:stop]
@@ -71,36 +64,6 @@ def build_shard(
                 )
         # uncompressed: the shard is read once, by aggregate_data, which compresses the output
         pq.write_table(pa.concat_tables(tables), tmp / SHARD_DATA, compression="none")
-        rows = [
-            {"episode_index": ep["episode_index"], "length": ep["length"], "videos": {}}
-            for ep in episodes
-        ]
-        for key in plan["video_keys"]:
-            for row, ep in zip(rows, episodes, strict=True):
-                path = source.video_file(ep["source_episode_index"], key)
-                try:
-                    info = probe_video(path)
-                except VideoError as exc:
-                    raise source.error(
-                        exc.reason, episode=ep["source_episode_index"], file=path
-                    ) from exc
-                check_frame_count(source, ep, path, info.frames)
-                row["videos"][key] = {
-                    "frames": info.frames,
-                    "duration_ticks": info.duration_ticks,
-                    "time_base": str(info.time_base),
-                }
-        (tmp / SHARD_EPISODES).write_text(json.dumps(rows), encoding="utf-8")
-
-
-def check_frame_count(source: V21Source, ep: dict, path: Path, frames: int) -> None:
-    """Raise a :class:`DatasetError` unless the mp4 at ``path`` has one frame per row."""
-    if frames != ep["length"]:
-        raise source.error(
-            f"{frames} frames in the mp4 but {ep['length']} rows in the parquet",
-            episode=ep["source_episode_index"],
-            file=path,
-        )
 
 
 def _episode_table(

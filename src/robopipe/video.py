@@ -120,38 +120,6 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
     return results
 
 
-@dataclass(frozen=True)
-class VideoInfo:
-    """What an mp4's header says of its first video stream.
-
-    Attributes:
-        frames: frame count (``nb_frames``; packets counted where the header lacks it).
-        duration_ticks: stream duration in ``time_base`` ticks.
-        time_base: seconds per tick.
-    """
-
-    frames: int
-    duration_ticks: int
-    time_base: Fraction
-
-
-def probe_video(path: Path) -> VideoInfo:
-    """Read the frame count and duration of ``path``'s first video stream (no decoding).
-
-    Raises:
-        VideoError: the file is missing, unreadable or truncated, or has no video stream.
-    """
-    try:
-        with av.open(str(path), format=MP4) as container:
-            if not container.streams.video:
-                raise VideoError(path, "no video stream")
-            stream = container.streams.video[0]
-            frames = stream.frames or sum(1 for p in container.demux(stream) if p.dts is not None)
-            return VideoInfo(frames, _duration_ticks(path, container, stream), stream.time_base)
-    except (av.FFmpegError, OSError) as exc:
-        raise VideoError(path, f"cannot read video: {exc}") from exc
-
-
 def _duration_ticks(path: Path, container, stream) -> int:
     if stream.duration is not None:
         return int(stream.duration)

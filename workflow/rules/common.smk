@@ -123,9 +123,14 @@ def shard_dir(dataset, shard_id):
     return f"results/{dataset}/shards/{shard_id}"
 
 
-def all_shard_dirs(wildcards):
-    plan = plan_of(wildcards.dataset)
-    return [shard_dir(wildcards.dataset, s["id"]) for s in plan["shards"]]
+def all_video_episodes(wildcards):
+    """Where each episode landed in each video file: the aggregate_video jobs' JSON."""
+    root = f"results/{wildcards.dataset}/video_episodes"
+    return [
+        f"{root}/{key}/chunk-{f['chunk']:03d}/file-{f['file']:03d}.json"
+        for key, key_files in plan_of(wildcards.dataset)["files"]["videos"].items()
+        for f in key_files
+    ]
 
 
 def data_file_shards(wildcards):

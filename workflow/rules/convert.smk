@@ -50,7 +50,8 @@ rule aggregate_video:
     input:
         plan="results/{dataset}/plan.json",
     output:
-        "results/{dataset}/staging/videos/{video_key}/chunk-{chunk}/file-{file}.mp4",
+        video="results/{dataset}/staging/videos/{video_key}/chunk-{chunk}/file-{file}.mp4",
+        episodes="results/{dataset}/video_episodes/{video_key}/chunk-{chunk}/file-{file}.json",
     log:
         "results/logs/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.log",
     benchmark:
@@ -64,7 +65,7 @@ rule aggregate_video:
 rule meta:
     input:
         plan="results/{dataset}/plan.json",
-        shards=all_shard_dirs,
+        video_episodes=all_video_episodes,
     output:
         directory("results/{dataset}/staging/meta"),
     log:
