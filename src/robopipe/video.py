@@ -18,8 +18,8 @@ from pathlib import Path
 import av
 import numpy as np
 
-# Open episode mp4s with FFmpeg's mov/mp4 demuxer named, skipping format probing (a quarter of
-# the cost of opening a small file; v2.1 videos are always mp4).
+# Open mp4s with FFmpeg's mov/mp4 demuxer named, skipping format probing (a quarter of the
+# cost of opening a small file; LeRobot videos are always mp4).
 MP4 = "mp4"
 
 
@@ -146,7 +146,7 @@ class FrameReader:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self._container = av.open(str(path))
+        self._container = av.open(str(path), format=MP4)
         self._stream = self._container.streams.video[0]
         self.time_base = Fraction(self._stream.time_base)
 
