@@ -22,8 +22,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from robopipe.layout import data_path, next_chunk_file, video_path
 from robopipe.source import V21Source
 
@@ -51,7 +49,7 @@ class PlanOptions:
     skip_episodes: tuple[int, ...] = ()
 
 
-def make_plan(source: V21Source, options: PlanOptions) -> dict:
+def make_plan(source: V21Source, options: PlanOptions, *, check_stats: bool = True) -> dict:
     """Plan the conversion of ``source``.
 
     Returns a JSON-serialisable dict::
@@ -65,11 +63,14 @@ def make_plan(source: V21Source, options: PlanOptions) -> dict:
          "files": {"data": [{"chunk", "file", "shards": [id, ...]}],
                    "videos": {video_key: [{"chunk", "file", "shards": [...]}]}}}
 
-    ``episode_index`` is the output index, ``source_episode_index`` the v2.1 one.
+    ``episode_index`` is the output index, ``source_episode_index`` the v2.1 one. With
+    ``check_stats`` (the default) ``episodes_stats.jsonl`` is read too, so that a missing or
+    incomplete file stops the run before any shard job; the workflow's parse-time plan of a
+    local source leaves that to the ``plan`` job.
 
     Raises:
         DatasetError: a skipped episode does not exist, nothing is left to convert,
-            ``episodes_stats.jsonl`` lacks an episode, a data or
+            ``episodes_stats.jsonl`` lacks an episode (with ``check_stats``), a data or
             video file is missing or its parquet footer is unreadable, or a parquet's row count
             differs from the episode's ``length`` in ``episodes.jsonl``.
     """
@@ -80,7 +81,8 @@ def make_plan(source: V21Source, options: PlanOptions) -> dict:
     kept = [e["episode_index"] for e in source.episodes if e["episode_index"] not in skip]
     if not kept:
         raise source.error("no episodes left to convert")
-    source.episodes_stats  # noqa: B018 (read now: a missing or incomplete file fails the plan)
+    if check_stats:  # a missing or incomplete file fails the plan, not the meta job
+        source.episodes_stats  # noqa: B018
 
     data_sizes, lengths = [], []
     video_sizes = {key: [] for key in source.video_keys}
@@ -200,6 +202,9 @@ def _files_of_stream(episodes: list[dict], shards: list[dict], file_of) -> list[
 
 
 def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, float]:
+    # imported here: publish and every other job read plans, only planning reads footers
+    import pyarrow.parquet as pq
+
     path = source.data_file(episode_index)
     try:
         metadata = pq.read_metadata(path)
