@@ -1,7 +1,8 @@
 """Conversion speed: lerobot 0.6.1's converter vs robopipe's whole Snakemake conversion.
 
 For each episode count N: generate the demo dataset (``python -m robopipe.demo``, 2 cameras;
-cached under ``--work``), then, same machine, same run:
+cached under ``--work``), then, same machine, same run, ``--repeat`` times (default 3),
+alternating the two so that a slow spell of a shared machine hits both:
 
 - lerobot: ``python -m lerobot.scripts.convert_dataset_v21_to_v30`` run as a whole process
   (interpreter start and imports included) on a writable copy of the source (it converts in
@@ -14,14 +15,15 @@ cached under ``--work``), then, same machine, same run:
   publish). Each job's peak RSS comes from Snakemake's benchmark TSVs
   (``results/benchmarks/{dataset}/{rule}/{name}.tsv``, column ``max_rss``, MB).
 
-Prints the figures and writes ``{results}/bench/{dataset}/lerobot_convert.json`` (fields of
-the report's input contract (robopipe.report.results): dataset, episodes, lerobot_wall_s, lerobot_peak_rss_mb,
-robopipe_wall_s, robopipe_max_job_rss_mb; plus the validation figures and the machine's CPU
-count) and copies the TSVs to ``{results}/benchmarks/{dataset}/``.
+Prints the medians, the range of the per-pair ratios, and writes
+``{results}/bench/{dataset}/lerobot_convert.json`` (fields of the report's input contract
+(robopipe.report.results): dataset, episodes, lerobot_wall_s, lerobot_peak_rss_mb,
+robopipe_wall_s, robopipe_max_job_rss_mb, as medians; plus the validation figures and each
+pair's figures under ``runs``) and copies the TSVs to ``{results}/benchmarks/{dataset}/``.
 
 Needs ``.venv-lerobot`` (``tools/lerobot_env.sh``). Usage::
 
-    python benchmarks/convert_speed.py --episodes 100 500 1000 [--cores 2] [--work DIR]
+    python benchmarks/convert_speed.py --episodes 100 500 1000 [--repeat 3] [--cores 2] [--work DIR]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import csv
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -126,34 +129,47 @@ def dataset_name(episodes: int, codec: str) -> str:
     return f"demo{episodes}" + ("" if codec == "libsvtav1" else f"_{codec}")
 
 
-def measure(episodes: int, work: Path, results: Path, cores: int, codec: str) -> dict:
-    """Time both converters on the N-episode demo; write and return lerobot_convert.json."""
+def measure(episodes: int, work: Path, results: Path, cores: int, codec: str, repeat: int) -> dict:
+    """Time both converters ``repeat`` times, alternating, on the N-episode demo; write and
+    return lerobot_convert.json (medians; each pair's figures under ``runs``)."""
     name = dataset_name(episodes, codec)
     source = demo_source(work, episodes, codec)
     frames = json.loads((source / "meta/info.json").read_text())["total_frames"]
     load_before = os.getloadavg()[0]
-    lerobot_wall, lerobot_rss = run_lerobot(source, work, name)
-    snakemake_wall = run_snakemake(source, work, name, cores)
+    runs, job_rss = [], []
     benchmarks = work / "snakemake" / "results" / "benchmarks" / name
-    jobs = read_benchmarks(benchmarks)
-    validate_s = sum(r["s"] for r in jobs.get("validate", []))
-    conversion_jobs = {rule: rows for rule, rows in jobs.items() if rule != "validate"}
+    for _ in range(repeat):
+        lerobot_wall, lerobot_rss = run_lerobot(source, work, name)
+        snakemake_wall = run_snakemake(source, work, name, cores)
+        jobs = read_benchmarks(benchmarks)
+        validate = jobs.get("validate", [])
+        validate_s = sum(r["s"] for r in validate)
+        conversion = [r for rule, rows in jobs.items() if rule != "validate" for r in rows]
+        job_rss.append(max(r["max_rss"] for r in conversion))
+        runs.append(
+            {
+                "lerobot_wall_s": round(lerobot_wall, 3),
+                "lerobot_peak_rss_mb": round(lerobot_rss, 1),
+                "robopipe_wall_s": round(snakemake_wall - validate_s, 3),
+                "snakemake_wall_s_with_validation": round(snakemake_wall, 3),
+                "validate_s": validate_s,
+                "validate_max_rss_mb": max((r["max_rss"] for r in validate), default=None),
+            }
+        )
     result = {
         "dataset": name,
         "episodes": episodes,
         "frames": frames,
         "codec": codec,
         "cores": cores,
-        "lerobot_wall_s": round(lerobot_wall, 3),
-        "lerobot_peak_rss_mb": round(lerobot_rss, 1),
-        "robopipe_wall_s": round(snakemake_wall - validate_s, 3),
-        "robopipe_max_job_rss_mb": max(
-            r["max_rss"] for rows in conversion_jobs.values() for r in rows
-        ),
-        "robopipe_jobs": {rule: len(rows) for rule, rows in conversion_jobs.items()},
-        "snakemake_wall_s_with_validation": round(snakemake_wall, 3),
-        "validate_s": validate_s,
-        "validate_max_rss_mb": max((r["max_rss"] for r in jobs.get("validate", [])), default=None),
+        **{key: statistics.median(r[key] for r in runs) for key in runs[0]},
+        "robopipe_max_job_rss_mb": max(job_rss),
+        "robopipe_jobs": {rule: len(rows) for rule, rows in jobs.items() if rule != "validate"},
+        "ratio_range": [
+            round(min(r["robopipe_wall_s"] / r["lerobot_wall_s"] for r in runs), 3),
+            round(max(r["robopipe_wall_s"] / r["lerobot_wall_s"] for r in runs), 3),
+        ],
+        "runs": runs,
         "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
     }
     write_json(results / "bench" / name / "lerobot_convert.json", result)
@@ -171,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         default="libsvtav1",
         help="demo video codec (h264: PyAV's libsvtav1 can hang on long runs, see README)",
     )
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each converter, alternating (medians)"
+    )
     parser.add_argument("--work", type=Path, default=REPO / "results" / "convert_speed")
     parser.add_argument("--results", type=Path, default=REPO / "results")
     args = parser.parse_args(argv)
@@ -179,14 +198,16 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work.resolve()
     print(
         f"{'episodes':>8} {'frames':>7} {'lerobot s':>9} {'robopipe s':>10} {'ratio':>6} "
-        f"{'lerobot MB':>10} {'max job MB':>10} {'validate s':>10} {'val. MB':>7}"
+        f"{'range':>10} {'lerobot MB':>10} {'max job MB':>10} {'validate s':>10} {'val. MB':>7}"
     )
     for episodes in args.episodes:
-        r = measure(episodes, work, args.results.resolve(), args.cores, args.codec)
+        r = measure(episodes, work, args.results.resolve(), args.cores, args.codec, args.repeat)
         ratio = r["robopipe_wall_s"] / r["lerobot_wall_s"]
+        low, high = r["ratio_range"]
         print(
             f"{episodes:>8} {r['frames']:>7} {r['lerobot_wall_s']:>9.1f} "
-            f"{r['robopipe_wall_s']:>10.1f} {ratio:>6.2f} {r['lerobot_peak_rss_mb']:>10.0f} "
+            f"{r['robopipe_wall_s']:>10.1f} {ratio:>6.2f} {f'{low:.2f}-{high:.2f}':>10} "
+            f"{r['lerobot_peak_rss_mb']:>10.0f} "
             f"{r['robopipe_max_job_rss_mb']:>10.0f} {r['validate_s']:>10.1f} "
             f"{r['validate_max_rss_mb'] or 0:>7.0f}",
             flush=True,
