@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 from robopipe.atomic import atomic_path, write_json
-from robopipe.shard import SHARD_DATA
+from robopipe.layout import SHARD_DATA
 from robopipe.source import V21Source
 from robopipe.video import VideoError, concat_videos
 
@@ -26,6 +24,8 @@ def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
     Raises:
         ValueError: the shards' schemas differ.
     """
+    import pyarrow.parquet as pq  # here: the aggregate_video jobs need no pyarrow (0.2 s)
+
     with atomic_path(output) as tmp:
         writer = None
         try:

@@ -23,6 +23,9 @@ INFO_PATH = "meta/info.json"
 STATS_PATH = "meta/stats.json"
 TASKS_PATH = "meta/tasks.parquet"
 
+# robopipe's intermediate: a shard job's rows, in results/{dataset}/shards/{shard}/
+SHARD_DATA = "data.parquet"
+
 # lerobot 0.6.1 datasets/utils.py:88-90
 DEFAULT_DATA_FILE_SIZE_IN_MB = 100
 DEFAULT_VIDEO_FILE_SIZE_IN_MB = 200

@@ -22,11 +22,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path
-from robopipe.layout import DEFAULT_TOLERANCE_S
+from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA
 from robopipe.plan import shard_of
 from robopipe.source import V21Source
-
-SHARD_DATA = "data.parquet"
 
 
 def build_shard(
