@@ -8,11 +8,11 @@ alternating the two so that a slow spell of a shared machine hits both:
   (interpreter start and imports included) on a writable copy of the source (it converts in
   place; copying is not timed), offline (``HF_HUB_OFFLINE=1``, ``HF_HOME`` in the work dir).
   Peak RSS is the process's ``ru_maxrss`` from ``os.wait4``.
-- robopipe: ``snakemake convert`` as a whole process, in a fresh Snakemake working directory,
-  with a config naming the local source. Validation is part of that run (publish needs it);
-  the comparison uses the run's wall time minus the ``validate`` job's wall time, which is
-  exact enough because validate runs alone (after every aggregate and meta job, before
-  publish). Each job's peak RSS comes from Snakemake's benchmark TSVs
+- robopipe: ``python -m snakemake convert`` as a whole process, in a fresh Snakemake working
+  directory, with a config naming the local source. Validation is part of that run (publish
+  needs it); the comparison uses the run's wall time minus the ``validate`` job's wall time,
+  which is exact enough because validate runs alone (after every aggregate and meta job,
+  before publish). Each job's peak RSS comes from Snakemake's benchmark TSVs
   (``results/benchmarks/{dataset}/{rule}/{name}.tsv``, column ``max_rss``, MB).
 
 Prints the medians, the range of the per-pair ratios, and writes
@@ -97,7 +97,8 @@ def run_snakemake(source: Path, work: Path, name: str, cores: int) -> float:
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / f"{name}.yaml"
     config.write_text(json.dumps({"datasets": {name: {"path": str(source)}}}))
-    cmd = ["snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
+    # `python -m snakemake`, as lerobot's converter runs as `python -m lerobot...`
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
     # The default config first (relative paths resolve against -d, not the repo), then ours.
     cmd += ["--configfile", str(REPO / "config" / "config.yaml"), str(config)]
     cmd += ["--cores", str(cores), "convert"]
