@@ -11,6 +11,8 @@ either the first, middle and last frame of every episode or every frame.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -57,10 +59,7 @@ def validate(
     episodes_meta = _read_episodes_meta(root)
     _check_episode_rows(source, plan, episodes_meta)
     timestamps = _check_data(source, plan, root, tolerance_s)
-    compared = sum(
-        _check_frames(source, plan, root, episodes_meta, timestamps, key, frames, tolerance_s)
-        for key in plan["video_keys"]
-    )
+    compared = _check_frames(source, plan, root, episodes_meta, timestamps, frames, tolerance_s)
     return {
         "episodes": len(plan["episodes"]),
         "frames": plan["total_frames"],
@@ -180,40 +179,64 @@ def _check_frames(
     root: Path,
     meta: pa.Table,
     timestamps: np.ndarray,
-    key: str,
     mode: str,
     tolerance_s: float,
 ) -> int:
-    starts = meta.column(f"videos/{key}/from_timestamp").to_numpy()
+    """Compare decoded frames, one video file per task, on every core (PyAV decodes without
+    the GIL); the first failing file in plan order raises."""
+    by_file: dict[tuple[str, int, int], list[dict]] = {}
+    for key in plan["video_keys"]:
+        for ep in plan["episodes"]:
+            by_file.setdefault((key, *ep["videos"][key]), []).append(ep)
+
+    def check(item: tuple[tuple[str, int, int], list[dict]]) -> int:
+        (key, chunk, file), episodes = item
+        starts = meta.column(f"videos/{key}/from_timestamp").to_numpy()
+        return _check_video_file(
+            source, root, key, chunk, file, episodes, starts, timestamps, mode, tolerance_s
+        )
+
+    with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        return sum(pool.map(check, by_file.items()))
+
+
+def _check_video_file(
+    source: V21Source,
+    root: Path,
+    key: str,
+    chunk: int,
+    file: int,
+    episodes: list[dict],
+    starts: np.ndarray,
+    timestamps: np.ndarray,
+    mode: str,
+    tolerance_s: float,
+) -> int:
     compared = 0
-    by_file: dict[tuple[int, int], list[dict]] = {}
-    for ep in plan["episodes"]:
-        by_file.setdefault(tuple(ep["videos"][key]), []).append(ep)
-    for (chunk, file), episodes in by_file.items():
-        out_path = root / video_path(key, chunk, file)
-        with FrameReader(out_path) as out:
-            for ep in episodes:
-                src_path = source.video_file(ep["source_episode_index"], key)
-                frames = range(ep["length"])
-                if mode == "sample":
-                    frames = sorted({0, ep["length"] // 2, ep["length"] - 1})
-                with FrameReader(src_path) as src:
-                    for k in frames:
-                        row_ts = timestamps[ep["dataset_from_index"] + k]
-                        try:
-                            got = out.frame_at(starts[ep["episode_index"]] + row_ts, tolerance_s)
-                            want = src.frame_at(k / source.fps, tolerance_s)
-                        except VideoError as exc:
-                            raise source.error(
-                                f"frame {k}: {exc.reason}",
-                                episode=ep["source_episode_index"],
-                                file=exc.path,
-                            ) from exc
-                        if not np.array_equal(got, want):
-                            raise source.error(
-                                f"frame {k} of camera {key} differs from the source",
-                                episode=ep["source_episode_index"],
-                                file=out_path.relative_to(root),
-                            )
-                        compared += 1
+    out_path = root / video_path(key, chunk, file)
+    with FrameReader(out_path) as out:
+        for ep in episodes:
+            src_path = source.video_file(ep["source_episode_index"], key)
+            frames = range(ep["length"])
+            if mode == "sample":
+                frames = sorted({0, ep["length"] // 2, ep["length"] - 1})
+            with FrameReader(src_path) as src:
+                for k in frames:
+                    row_ts = timestamps[ep["dataset_from_index"] + k]
+                    try:
+                        got = out.frame_at(starts[ep["episode_index"]] + row_ts, tolerance_s)
+                        want = src.frame_at(k / source.fps, tolerance_s)
+                    except VideoError as exc:
+                        raise source.error(
+                            f"frame {k}: {exc.reason}",
+                            episode=ep["source_episode_index"],
+                            file=exc.path,
+                        ) from exc
+                    if not np.array_equal(got, want):
+                        raise source.error(
+                            f"frame {k} of camera {key} differs from the source",
+                            episode=ep["source_episode_index"],
+                            file=out_path.relative_to(root),
+                        )
+                    compared += 1
     return compared

@@ -1,6 +1,7 @@
 """Whole conversions of generated datasets, checked against the plan and the source."""
 
 import json
+import shutil
 
 import av
 import numpy as np
@@ -9,9 +10,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from robopipe.convert import convert_dataset
+from robopipe.errors import DatasetError
 from robopipe.layout import data_path, video_path
 from robopipe.meta import write_episodes
 from robopipe.source import load_source
+from robopipe.validate import validate
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +162,20 @@ def test_large_episodes_metadata_rolls_over_into_several_files(tmp_path):
         chunk, file = int(f.parent.name[-3:]), int(f.stem[-3:])
         assert set(t.column("meta/episodes/chunk_index").to_pylist()) == {chunk}
         assert set(t.column("meta/episodes/file_index").to_pylist()) == {file}
+
+
+def test_validation_catches_a_frame_that_differs_from_the_source(make_v21, tmp_path):
+    """Validation decodes frames of the output and of the source and compares them: give the
+    source another episode's mp4 of the same length and the check names that episode."""
+    source_dir = tmp_path / "v21"
+    shutil.copytree(make_v21(episodes=4, min_length=12, max_length=12), source_dir)
+    out = tmp_path / "v3.0"
+    plan = convert_dataset(source_dir, out, name="demo", validate=False)
+    source = load_source(source_dir, "demo")
+    key = source.video_keys[0]
+    assert validate(source, plan, out)["frames_compared"] == 4 * 3 * len(source.video_keys)
+    shutil.copyfile(source.video_file(1, key), source.video_file(2, key))
+    with pytest.raises(DatasetError, match="differs from the source") as caught:
+        validate(source, plan, out)
+    assert caught.value.episode == 2
+    assert key in str(caught.value)
