@@ -174,7 +174,8 @@ def measure(episodes: int, work: Path, results: Path, cores: int, codec: str, re
         "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
     }
     write_json(results / "bench" / name / "lerobot_convert.json", result)
-    shutil.copytree(benchmarks, results / "benchmarks" / name, dirs_exist_ok=True)
+    shutil.rmtree(results / "benchmarks" / name, ignore_errors=True)  # no earlier run's TSVs
+    shutil.copytree(benchmarks, results / "benchmarks" / name)
     return result
 
 
