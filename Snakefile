@@ -1,8 +1,18 @@
 import os
 
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
 min_version("9.0")
+
+# With --sdm conda, jobs run in envs/robopipe.yaml, which holds robopipe's dependencies but
+# not robopipe itself: they import it from this checkout.
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p
+        for p in (os.path.join(workflow.basedir, "src"), os.environ.get("PYTHONPATH"))
+        if p
+    )
 
 
 # the defaults, whatever the working directory (-d); --configfile files are merged on top

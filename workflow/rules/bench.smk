@@ -17,6 +17,8 @@ rule bench_scenario:
         "results/benchmarks/{dataset}/bench_scenario/{scenario}.tsv"
     wildcard_constraints:
         scenario=WILDCARD_CONSTRAINTS["scenario"],
+    conda:
+        ROBOPIPE_ENV
     threads: bench_threads
     resources:
         network=bench_network,
@@ -36,6 +38,8 @@ rule bench_ceiling:
         "results/logs/{dataset}/bench_ceiling/ceiling.log",
     benchmark:
         "results/benchmarks/{dataset}/bench_ceiling/ceiling.tsv"
+    conda:
+        ROBOPIPE_ENV
     resources:
         bench=1,
     params:
@@ -53,6 +57,8 @@ rule h264_copy:
         "results/logs/{dataset}/h264_copy/h264.log",
     benchmark:
         "results/benchmarks/{dataset}/h264_copy/h264.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         options=config["bench"].get("h264", {}),
     script:

@@ -16,6 +16,9 @@ validate(config, schema="../schemas/config.schema.yaml")
 if not config.get("datasets"):
     config["datasets"] = config.get("default_datasets", {})
 
+# Every script rule's conda environment (`--sdm conda`), relative to workflow/rules/.
+ROBOPIPE_ENV = "../../envs/robopipe.yaml"
+
 SOURCE_KINDS = ("path", "repo_id", "demo", "robomimic")
 CONVERSION_DEFAULTS = {
     "data_file_size_in_mb": PlanOptions.data_file_size_in_mb,
@@ -99,7 +102,9 @@ def plan_options(name):
 @functools.cache
 def _local_plan(name):
     # the plan job reads episodes_stats.jsonl (check_stats); the DAG needs no stats
-    return make_plan(load_source(source_dir(name), name), plan_options(name), check_stats=False)
+    return make_plan(
+        load_source(source_dir(name), name), plan_options(name), check_stats=False
+    )
 
 
 def plan_of(name):

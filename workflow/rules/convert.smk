@@ -10,6 +10,8 @@ checkpoint plan:
         "results/logs/{dataset}/plan.log",
     benchmark:
         "results/benchmarks/{dataset}/plan/plan.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         source=source_of,
         options=conversion_of,
@@ -26,6 +28,8 @@ rule shard:
         "results/logs/{dataset}/shard/{shard}.log",
     benchmark:
         "results/benchmarks/{dataset}/shard/{shard}.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         source=source_of,
         options=conversion_of,
@@ -42,6 +46,8 @@ rule aggregate_data:
         "results/logs/{dataset}/aggregate_data/chunk-{chunk}_file-{file}.log",
     benchmark:
         "results/benchmarks/{dataset}/aggregate_data/chunk-{chunk}_file-{file}.tsv"
+    conda:
+        ROBOPIPE_ENV
     script:
         "../../scripts/aggregate_data.py"
 
@@ -56,6 +62,8 @@ rule aggregate_video:
         "results/logs/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.log",
     benchmark:
         "results/benchmarks/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         source=source_of,
     script:
@@ -72,6 +80,8 @@ rule meta:
         "results/logs/{dataset}/meta.log",
     benchmark:
         "results/benchmarks/{dataset}/meta/meta.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         source=source_of,
         options=conversion_of,
@@ -90,6 +100,8 @@ rule validate:
         "results/logs/{dataset}/validate.log",
     benchmark:
         "results/benchmarks/{dataset}/validate/validate.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         source=source_of,
         options=conversion_of,
@@ -109,6 +121,8 @@ rule publish:
         "results/logs/{dataset}/publish.log",
     benchmark:
         "results/benchmarks/{dataset}/publish/publish.tsv"
+    conda:
+        ROBOPIPE_ENV
     script:
         "../../scripts/publish.py"
 

@@ -124,6 +124,8 @@ rule report_dataset:
     log:
         "results/logs/{dataset}/report.log",
     localrule: True
+    conda:
+        ROBOPIPE_ENV
     script:
         "../../scripts/report.py"
 
@@ -142,5 +144,7 @@ rule report:
     log:
         "results/logs/report.log",
     localrule: True
+    conda:
+        ROBOPIPE_ENV
     script:
         "../../scripts/report.py"

@@ -10,6 +10,8 @@ rule robomimic_generate:
         "results/logs/{dataset}/robomimic_generate.log",
     benchmark:
         "results/benchmarks/{dataset}/robomimic_generate/robomimic_generate.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         options=robomimic_generate_options,
     script:
@@ -25,6 +27,8 @@ checkpoint robomimic_plan:
         "results/logs/{dataset}/robomimic_plan.log",
     benchmark:
         "results/benchmarks/{dataset}/robomimic_plan/robomimic_plan.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         options=robomimic_options,
     script:
@@ -41,6 +45,8 @@ rule robomimic_batch:
         "results/logs/{dataset}/robomimic_batch/{batch}.log",
     benchmark:
         "results/benchmarks/{dataset}/robomimic_batch/{batch}.tsv"
+    conda:
+        ROBOPIPE_ENV
     script:
         "../../scripts/robomimic_batch.py"
 
@@ -55,5 +61,7 @@ rule robomimic_v21:
         "results/logs/{dataset}/robomimic_v21.log",
     benchmark:
         "results/benchmarks/{dataset}/robomimic_v21/robomimic_v21.tsv"
+    conda:
+        ROBOPIPE_ENV
     script:
         "../../scripts/robomimic_v21.py"

@@ -8,6 +8,8 @@ rule demo:
         "results/logs/{dataset}/demo.log",
     benchmark:
         "results/benchmarks/{dataset}/demo/demo.tsv"
+    conda:
+        ROBOPIPE_ENV
     params:
         demo=demo_options,
     script:
@@ -21,6 +23,8 @@ rule fetch:
         "results/logs/{dataset}/fetch.log",
     benchmark:
         "results/benchmarks/{dataset}/fetch/fetch.tsv"
+    conda:
+        ROBOPIPE_ENV
     resources:
         network=1,
     params:
