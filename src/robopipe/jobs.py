@@ -24,7 +24,9 @@ def logged(snakemake) -> Iterator[logging.Logger]:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_path, mode="w"))
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", handlers=handlers,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s",
+        handlers=handlers,
         force=True,
     )
     logger = logging.getLogger(f"robopipe.{snakemake.rule}")
