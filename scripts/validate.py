@@ -16,6 +16,7 @@ with logged(snakemake) as log:
         Path(snakemake.input.meta).parent,
         frames=opts["validate_frames"],
         tolerance_s=opts["tolerance_s"],
+        threads=snakemake.threads,
     )
     write_json(snakemake.output[0], summary)
     log.info("valid: %s", summary)

@@ -56,7 +56,7 @@ def aggregate_video(
     at the sum of the earlier episodes' stream durations, in ticks, exactly the
     ``from_timestamp`` the episodes metadata records (:func:`robopipe.video.concat_videos`).
     ``episodes_json`` receives ``{"video_key", "time_base", "episodes": [{"episode_index",
-    "frames", "duration_ticks"}]}``: where each episode landed, for the meta job.
+    "duration_ticks"}]}``: where each episode landed, for the meta job.
 
     Raises:
         DatasetError: an episode mp4 cannot be read (truncated, corrupt, another time base
@@ -84,11 +84,7 @@ def aggregate_video(
                 )
     time_base = str(remuxed[0].time_base)
     landed = [
-        {
-            "episode_index": ep["episode_index"],
-            "frames": r.frames,
-            "duration_ticks": r.duration_ticks,
-        }
+        {"episode_index": ep["episode_index"], "duration_ticks": r.duration_ticks}
         for ep, r in zip(episodes, remuxed, strict=True)
     ]
     write_json(

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from robopipe.aggregate import aggregate_data, aggregate_video
 from robopipe.atomic import write_json
-from robopipe.layout import DEFAULT_TOLERANCE_S, data_path, video_path
+from robopipe.layout import DEFAULT_TOLERANCE_S, data_path, video_episodes_path, video_path
 from robopipe.meta import write_meta
 from robopipe.plan import PlanOptions, make_plan
 from robopipe.publish import publish
@@ -75,7 +75,7 @@ def convert_dataset(
     video_episodes = []
     for key, files in plan["files"]["videos"].items():
         for f in files:
-            video_episodes.append(work / "video_episodes" / f"{key}_{f['chunk']}_{f['file']}.json")
+            video_episodes.append(work / video_episodes_path(key, f["chunk"], f["file"]))
             aggregate_video(
                 source,
                 plan,

@@ -23,8 +23,10 @@ INFO_PATH = "meta/info.json"
 STATS_PATH = "meta/stats.json"
 TASKS_PATH = "meta/tasks.parquet"
 
-# robopipe's intermediate: a shard job's rows, in results/{dataset}/shards/{shard}/
+# robopipe's intermediates, in results/{dataset}/: a shard job's rows (in shards/{shard}/), and
+# where an aggregate_video job put each episode of its file
 SHARD_DATA = "data.parquet"
+VIDEO_EPISODES_PATH = "video_episodes/{video_key}/" + CHUNK_FILE_PATTERN + ".json"
 
 # lerobot 0.6.1 datasets/utils.py:88-90
 DEFAULT_DATA_FILE_SIZE_IN_MB = 100
@@ -45,6 +47,13 @@ def data_path(chunk_index: int, file_index: int) -> str:
 def video_path(video_key: str, chunk_index: int, file_index: int) -> str:
     """Relative path of a v3.0 video file, e.g. ``videos/<video_key>/chunk-000/file-000.mp4``."""
     return VIDEO_PATH.format(video_key=video_key, chunk_index=chunk_index, file_index=file_index)
+
+
+def video_episodes_path(video_key: str, chunk_index: int, file_index: int) -> str:
+    """Relative path of the episodes JSON beside a video file's aggregate job (intermediate)."""
+    return VIDEO_EPISODES_PATH.format(
+        video_key=video_key, chunk_index=chunk_index, file_index=file_index
+    )
 
 
 def episodes_path(chunk_index: int, file_index: int) -> str:

@@ -8,7 +8,12 @@ from snakemake.utils import validate
 
 from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, expand_matrix, parse_scenario
 from robopipe.demo import demo_cameras
-from robopipe.layout import DEFAULT_TOLERANCE_S, data_path, video_path
+from robopipe.layout import (
+    DEFAULT_TOLERANCE_S,
+    data_path,
+    video_episodes_path,
+    video_path,
+)
 from robopipe.plan import PlanOptions, load_plan, make_plan
 from robopipe.source import load_source
 
@@ -131,9 +136,8 @@ def shard_dir(dataset, shard_id):
 
 def all_video_episodes(wildcards):
     """Where each episode landed in each video file: the aggregate_video jobs' JSON."""
-    root = f"results/{wildcards.dataset}/video_episodes"
     return [
-        f"{root}/{key}/chunk-{f['chunk']:03d}/file-{f['file']:03d}.json"
+        f"results/{wildcards.dataset}/{video_episodes_path(key, f['chunk'], f['file'])}"
         for key, key_files in plan_of(wildcards.dataset)["files"]["videos"].items()
         for f in key_files
     ]

@@ -102,6 +102,7 @@ rule validate:
         "results/benchmarks/{dataset}/validate/validate.tsv"
     conda:
         ROBOPIPE_ENV
+    threads: workflow.cores  # one video file per thread (capped by --cores)
     params:
         source=source_of,
         options=conversion_of,
