@@ -102,7 +102,7 @@ rule validate:
         "results/benchmarks/{dataset}/validate/validate.tsv"
     conda:
         ROBOPIPE_ENV
-    threads: workflow.cores  # one video file per thread (capped by --cores)
+    threads: 8  # one video file per thread; capped by --cores (the SLURM profile sets 2)
     params:
         source=source_of,
         options=conversion_of,
