@@ -19,8 +19,8 @@
 ``snakemake_cmd`` / ``run_snakemake`` / ``file_tree``
     The real workflow run in a scratch working directory: ``snakemake -s <repo>/Snakefile
     -d <workdir> --configfile <workdir>/config.yaml ARGS`` (the default config is merged
-    under the given one). ``file_tree(root)`` maps every file under a folder to its bytes,
-    to compare two outputs.
+    under the given one). ``file_tree(root)`` maps every file under a folder to the SHA-256
+    of its bytes, to compare two outputs.
 
 ``shared_datasets``
     The folder of real datasets, ``../shared/datasets`` relative to the repository root, as
@@ -29,6 +29,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -138,11 +139,12 @@ def run_snakemake():
     return run
 
 
-def dataset_tree(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` by relative path, with its bytes; the
+def dataset_tree(root: Path) -> dict[str, str]:
+    """Every file under ``root`` by relative path, with the SHA-256 of its bytes (so that two
+    trees compare byte for byte, and a failed comparison names the files that differ); the
     ``.snakemake_timestamp`` Snakemake leaves in a directory output is left out."""
     return {
-        p.relative_to(root).as_posix(): p.read_bytes()
+        p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in sorted(Path(root).rglob("*"))
         if p.is_file() and p.name != ".snakemake_timestamp"
     }
@@ -150,5 +152,5 @@ def dataset_tree(root: Path) -> dict[str, bytes]:
 
 @pytest.fixture(scope="session")
 def file_tree():
-    """``file_tree(root) -> {relative path: bytes}``: see :func:`dataset_tree`."""
+    """``file_tree(root) -> {relative path: sha256}``: see :func:`dataset_tree`."""
     return dataset_tree

@@ -40,9 +40,16 @@ def write_json(path: str | Path, obj, *, indent: int | None = 4) -> None:
 
 
 def link_or_copy(src: str | Path, dst: str | Path) -> None:
-    """Hard-link ``src`` to ``dst`` (no bytes copied), or copy it where links are impossible."""
+    """Hard-link ``src`` to ``dst`` (no bytes copied), or copy it where links are impossible.
+
+    Raises:
+        FileExistsError: ``dst`` exists (it is never overwritten: it may be a link to another
+            job's file).
+    """
     try:
         os.link(src, dst)
+    except FileExistsError:
+        raise
     except OSError:
         shutil.copy2(src, dst)
 

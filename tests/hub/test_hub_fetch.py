@@ -7,13 +7,12 @@ import pytest
 from robopipe.errors import DatasetError
 from robopipe.hub import fetch_dataset
 
+TOPS = ("meta", "data", "videos")
 
-def _tree(root, top=("meta", "data", "videos")) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and p.relative_to(root).parts[0] in top
-    }
+
+def _dataset_files(tree: dict[str, str]) -> dict[str, str]:
+    """The meta/, data/ and videos/ entries of a ``file_tree`` (what a fetch downloads)."""
+    return {path: digest for path, digest in tree.items() if path.split("/")[0] in TOPS}
 
 
 @pytest.fixture
@@ -26,7 +25,9 @@ def repo(v21, tmp_path):
     return root
 
 
-def test_fetch_downloads_meta_data_and_videos(repo, hub_standin, net_log, hf_client, tmp_path):
+def test_fetch_downloads_meta_data_and_videos(
+    repo, hub_standin, net_log, hf_client, tmp_path, file_tree
+):
     main = tmp_path / "main"  # the default branch holds something else
     (main / "meta").mkdir(parents=True)
     (main / "meta/info.json").write_text('{"codebase_version": "v3.0"}')
@@ -34,9 +35,9 @@ def test_fetch_downloads_meta_data_and_videos(repo, hub_standin, net_log, hf_cli
     output = tmp_path / "out" / "hub"
     fetch_dataset("local/demo", "v2.1", output, endpoint=hub.endpoint)
 
-    expected = _tree(repo)
+    expected = _dataset_files(file_tree(repo))
     assert len([p for p in expected if p.startswith("videos/")]) == 16  # 8 episodes x 2 cameras
-    assert _tree(output) == expected
+    assert file_tree(output) == expected
     assert not (output / "README.md").exists() and not (output / ".gitattributes").exists()
     assert sorted(p.name for p in output.parent.iterdir()) == ["hub"]
     downloaded = {

@@ -117,6 +117,25 @@ def test_assemble_refuses_a_missing_batch(generated_hdf5, convert, tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_assemble_links_only_episode_files_and_leaves_the_batches_alone(
+    generated_hdf5, convert, tmp_path
+):
+    batched, _ = convert(generated_hdf5, "gen", codec="h264_lossless", demos_per_batch=5)
+    plan = make_plan(generated_hdf5, "gen", RobomimicOptions(demos_per_batch=5))
+    work = batched.with_name(f".{batched.name}.batches")
+    batches = [work / b["id"] for b in plan["batches"]]
+    for i, batch in enumerate(batches):  # what Snakemake leaves in a directory output
+        (batch / ".snakemake_timestamp").write_text(str(i))
+    assemble(plan, batches, tmp_path / "out")
+    assert not (tmp_path / "out/.snakemake_timestamp").exists()
+    assert not (tmp_path / "out/part.json").exists()
+    assert [(b / ".snakemake_timestamp").read_text() for b in batches] == ["0", "1", "2"]
+    files = sorted(p.relative_to(batched) for p in batched.rglob("*") if p.is_file())
+    assert files == sorted(
+        p.relative_to(tmp_path / "out") for p in (tmp_path / "out").rglob("*") if p.is_file()
+    )
+
+
 def test_real_lift_low_dim(lift_hdf5, convert):
     _, v30 = convert(lift_hdf5, "lift", task="Lift", demos_per_batch=64)
     info = json.loads((v30 / "meta/info.json").read_text())

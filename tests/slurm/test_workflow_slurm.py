@@ -38,39 +38,31 @@ def _config(source):
     return {"datasets": {"ds": {"path": str(source), "conversion": CONVERSION}}, "bench": BENCH}
 
 
-def _tree(root: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
 @pytest.fixture(scope="module")
 def source(make_v21):
     return make_v21(episodes=8, cameras=2, min_length=20, max_length=40)
 
 
 @pytest.fixture(scope="module")
-def local_output(source, tmp_path_factory, run_snakemake):
+def local_output(source, tmp_path_factory, run_snakemake, file_tree):
     """The published v3.0 files of a local run (``--cores 2``)."""
     work = tmp_path_factory.mktemp("local")
     run_snakemake(work, _config(source), "--cores", "2", "convert")
-    return _tree(work / "results/ds/v3.0")
+    return file_tree(work / "results/ds/v3.0")
 
 
 def test_slurm_run_publishes_the_same_bytes_as_a_local_run(
-    slurm_cluster, source, local_output, tmp_path, run_snakemake, slurm_args
+    slurm_cluster, source, local_output, tmp_path, run_snakemake, slurm_args, file_tree
 ):
     run_snakemake(tmp_path, _config(source), *slurm_args, "convert")
-    assert _tree(tmp_path / "results/ds/v3.0") == local_output
+    assert file_tree(tmp_path / "results/ds/v3.0") == local_output
     # each shard really ran as a SLURM job: its log is in the plugin's log folder
     logs = list((tmp_path / ".snakemake/slurm_logs/rule_shard").rglob("*.log"))
     assert len(logs) == 2
 
 
 def test_a_cancelled_shard_job_is_retried_and_the_output_is_unchanged(
-    slurm_cluster, source, local_output, tmp_path, snakemake_cmd, slurm_args
+    slurm_cluster, source, local_output, tmp_path, snakemake_cmd, slurm_args, file_tree
 ):
     command = snakemake_cmd(tmp_path, _config(source), *slurm_args, "--retries", "1", "convert")
     log = tmp_path / "snakemake.log"
@@ -82,7 +74,7 @@ def test_a_cancelled_shard_job_is_retried_and_the_output_is_unchanged(
         finally:
             if run.poll() is None:
                 run.terminate()
-    assert _tree(tmp_path / "results/ds/v3.0") == local_output
+    assert file_tree(tmp_path / "results/ds/v3.0") == local_output
     output = log.read_text()
     assert f"SLURM-job '{cancelled}' failed, SLURM status is: 'CANCELLED'" in output
     # 2 shards, one of them submitted again

@@ -164,8 +164,11 @@ def assemble(plan: dict, batch_dirs: list[str | Path], out_dir: str | Path) -> P
             if not part_file.is_file():
                 raise DatasetError(name, "batch is incomplete", file=part_file)
             parts.append(json.loads(part_file.read_text(encoding="utf-8")))
-            for file in sorted(batch_dir.rglob("*")):
-                if file.is_file() and file != part_file:
+            # the episodes' files only: not part.json, nor Snakemake's .snakemake_timestamp
+            for file in sorted(
+                f for top in ("data", "videos") for f in (batch_dir / top).rglob("*")
+            ):
+                if file.is_file():
                     target = tmp / file.relative_to(batch_dir)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     link_or_copy(file, target)
