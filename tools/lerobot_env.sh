@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create the opt-in lerobot 0.6.1 reference environment in .venv-lerobot/ (repo root).
-# Used only by benchmarks/lerobot_compat.py, benchmarks/convert_speed.py and the opt-in
+# Used only by tools/lerobot_compat.py, tools/convert_speed.py and the opt-in
 # compatibility test; robopipe itself never imports lerobot.
 # Usage: tools/lerobot_env.sh            (re-running is safe: pip skips what is installed)
 set -euo pipefail

@@ -23,7 +23,7 @@ import numpy as np
 
 from robopipe.atomic import atomic_path
 from robopipe.layout import V21_INFO_PATH
-from robopipe.v21_writer import V21Writer
+from robopipe.formats.v21_writer import V21Writer
 
 DEFAULT_CAMERAS = ("observation.images.front", "observation.images.wrist")
 DEFAULT_TASKS = (

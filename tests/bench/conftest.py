@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from robopipe.convert import convert_dataset
+from robopipe.conversion.serial import convert_dataset
 
 
 @pytest.fixture(scope="session")

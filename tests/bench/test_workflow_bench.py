@@ -35,7 +35,7 @@ def test_bench_rules(make_v21, tmp_path, run_snakemake):
     assert sorted(p.stem for p in (tmp_path / "results/bench/tiny").glob("*_n1.json")) == names
     for name in names:
         assert json.loads((tmp_path / f"results/bench/tiny/{name}.json").read_text())["samples"] > 0
-        assert (tmp_path / f"results/benchmarks/tiny/bench_scenario/{name}.tsv").exists()
+        assert (tmp_path / f"results/jobs/tiny/bench_scenario/{name}.tsv").exists()
         assert (tmp_path / f"results/logs/tiny/bench_scenario/{name}.log").exists()
     ceiling = json.loads((tmp_path / "results/bench/tiny/ceiling.json").read_text())
     assert ceiling["ffmpeg_threads"] == 1 and ceiling["camera_count"] == 2

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from hub_standin import serve_hub
 
-from robopipe.convert import convert_dataset
+from robopipe.conversion.serial import convert_dataset
 
 NETAUDIT = Path(__file__).parent / "netaudit"
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}

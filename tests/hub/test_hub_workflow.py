@@ -36,7 +36,7 @@ def test_convert_fetches_from_hf_endpoint(
     assert (results / "hubds/v3.0/meta/info.json").is_file()
     assert file_tree(results / "hubds/v3.0") == file_tree(v30)
     assert "fetched local/demo@v2.1" in (results / "logs/hubds/fetch.log").read_text()
-    assert (results / "benchmarks/hubds/fetch/fetch.tsv").is_file()
+    assert (results / "jobs/hubds/fetch/fetch.tsv").is_file()
     downloads = [r for r in hub.requests if r.method == "GET" and "/resolve/" in r.path]
     assert len(downloads) == len(file_tree(v21))
     net_log.assert_only_local()

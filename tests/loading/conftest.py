@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from torchcodec.decoders import VideoDecoder
 
-from robopipe.convert import convert_dataset
+from robopipe.conversion.serial import convert_dataset
 
 VIDEO_FILE_SIZE_IN_MB = 0.02  # ~2 episodes of 32x48 AV1 per mp4
 

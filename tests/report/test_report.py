@@ -21,7 +21,7 @@ def fixture_inputs(dataset: str) -> dict:
     return {
         "bench": sorted(bench.glob("*_n*.json")),
         "ceilings": [bench / "ceiling.json"],
-        "conversion_tsvs": sorted((FIXTURES / "benchmarks" / dataset).rglob("*.tsv")),
+        "conversion_tsvs": sorted((FIXTURES / "jobs" / dataset).rglob("*.tsv")),
         "lerobot": list(bench.glob("lerobot_convert.json")),
     }
 
@@ -138,10 +138,10 @@ def test_benchmark_tsvs_per_job_and_per_rule():
 
 
 def test_many_shards_are_plotted_by_ordinal(tmp_path):
-    template = next((FIXTURES / "benchmarks/demo/shard").glob("*.tsv"))
+    template = next((FIXTURES / "jobs/demo/shard").glob("*.tsv"))
     tsvs = []
     for i in range(55):
-        tsv = tmp_path / "benchmarks/big/shard" / f"shard-{i:05d}.tsv"
+        tsv = tmp_path / "jobs/big/shard" / f"shard-{i:05d}.tsv"
         tsv.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy(template, tsv)
         tsvs.append(tsv)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from robopipe.convert import convert_dataset
-from robopipe.robomimic.convert import RobomimicOptions, convert_robomimic
+from robopipe.conversion.serial import convert_dataset
+from robopipe.robomimic.to_v21 import RobomimicOptions, convert_robomimic
 from robopipe.robomimic.generate import generate_robomimic
 
 # 12 demos (demo_10 and demo_11 sort after demo_9 only numerically), 2 cameras 32x48

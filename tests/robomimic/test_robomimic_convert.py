@@ -13,7 +13,7 @@ import torch
 
 from robopipe.errors import DatasetError
 from robopipe.loading import MapDataset
-from robopipe.robomimic.convert import RobomimicOptions, assemble, make_plan
+from robopipe.robomimic.to_v21 import RobomimicOptions, assemble, make_plan
 from robopipe.robomimic.dataset import CACHE_MODES, RobomimicDataset, seq_length_delta_timestamps
 
 SEQ_LENGTH = 4

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from robopipe.bench.runner import Settings, run_scenario
-from robopipe.convert import convert_dataset
-from robopipe.robomimic.convert import RobomimicOptions, convert_robomimic
+from robopipe.conversion.serial import convert_dataset
+from robopipe.robomimic.to_v21 import RobomimicOptions, convert_robomimic
 from robopipe.robomimic.generate import generate_robomimic
 
 GENERATE = {"demos": 7, "height": 32, "width": 48, "min_length": 10, "max_length": 20}
@@ -41,7 +41,7 @@ def test_workflow_output_equals_the_in_process_conversion(workflow_run, tmp_path
     plan = json.loads((results / "robomimic/plan.json").read_text())
     assert [b["id"] for b in plan["batches"]] == ["batch-000", "batch-001", "batch-002"]
     for batch in plan["batches"]:
-        assert (workflow_run / f"results/benchmarks/rm/robomimic_batch/{batch['id']}.tsv").is_file()
+        assert (workflow_run / f"results/jobs/rm/robomimic_batch/{batch['id']}.tsv").is_file()
     episodes = pq.read_table(results / "v3.0/meta/episodes/chunk-000/file-000.parquet")
     assert episodes.column("robomimic/demo").to_pylist() == [f"demo_{i}" for i in range(7)]
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from robopipe.convert import convert_dataset
+from robopipe.conversion.serial import convert_dataset
 
 ROLLOVER = {
     "data_file_size_in_mb": 0.004,
@@ -49,7 +49,7 @@ def test_workflow_output_equals_the_in_process_conversion(
     assert len([p for p in published if p.startswith("videos/")]) >= 4
     validation = json.loads((tmp_path / "results/ds/validation.json").read_text())
     assert validation["episodes"] == 12
-    assert (tmp_path / "results/benchmarks/ds/shard/shard-000000.tsv").is_file()
+    assert (tmp_path / "results/jobs/ds/shard/shard-000000.tsv").is_file()
 
 
 def test_bad_input_stops_the_run_with_a_clear_message(make_v21, tmp_path, run_snakemake):

@@ -14,7 +14,7 @@ rule bench_scenario:
     log:
         "results/logs/{dataset}/bench_scenario/{scenario}.log",
     benchmark:
-        "results/benchmarks/{dataset}/bench_scenario/{scenario}.tsv"
+        "results/jobs/{dataset}/bench_scenario/{scenario}.tsv"
     wildcard_constraints:
         scenario=WILDCARD_CONSTRAINTS["scenario"],
     conda:
@@ -26,7 +26,7 @@ rule bench_scenario:
     params:
         settings=bench_settings,
     script:
-        "../../scripts/bench_scenario.py"
+        "../scripts/bench_scenario.py"
 
 
 rule bench_ceiling:
@@ -37,7 +37,7 @@ rule bench_ceiling:
     log:
         "results/logs/{dataset}/bench_ceiling/ceiling.log",
     benchmark:
-        "results/benchmarks/{dataset}/bench_ceiling/ceiling.tsv"
+        "results/jobs/{dataset}/bench_ceiling/ceiling.tsv"
     conda:
         ROBOPIPE_ENV
     resources:
@@ -45,7 +45,7 @@ rule bench_ceiling:
     params:
         frames=config["bench"].get("ceiling_frames", 300),
     script:
-        "../../scripts/bench_ceiling.py"
+        "../scripts/bench_ceiling.py"
 
 
 rule h264_copy:
@@ -56,13 +56,13 @@ rule h264_copy:
     log:
         "results/logs/{dataset}/h264_copy/h264.log",
     benchmark:
-        "results/benchmarks/{dataset}/h264_copy/h264.tsv"
+        "results/jobs/{dataset}/h264_copy/h264.tsv"
     conda:
         ROBOPIPE_ENV
     params:
         options=config["bench"].get("h264", {}),
     script:
-        "../../scripts/h264_copy.py"
+        "../scripts/h264_copy.py"
 
 
 rule bench:

@@ -14,8 +14,8 @@ from robopipe.layout import (
     video_episodes_path,
     video_path,
 )
-from robopipe.plan import PlanOptions, load_plan, make_plan
-from robopipe.source import load_source
+from robopipe.conversion.plan import PlanOptions, load_plan, make_plan
+from robopipe.formats.v21_reader import load_source
 
 validate(config, schema="../schemas/config.schema.yaml")
 if not config.get("datasets"):
@@ -201,7 +201,7 @@ def conversion_benchmarks(name):
     The demo rule's time is left out: generating the demo is not part of a conversion.
     """
     plan = plan_of(name)
-    root = f"results/benchmarks/{name}"
+    root = f"results/jobs/{name}"
     tsvs = [
         f"{root}/{step}/{step}.tsv" for step in ("plan", "meta", "validate", "publish")
     ]
@@ -299,7 +299,7 @@ def robomimic_hdf5(wildcards):
 
 
 def robomimic_options(wildcards):
-    """params: robopipe.robomimic.convert.RobomimicOptions keywords from the config."""
+    """params: robopipe.robomimic.to_v21.RobomimicOptions keywords from the config."""
     entry = robomimic_entry(wildcards)
     return {k: v for k, v in entry.items() if k not in ROBOMIMIC_NOT_OPTIONS}
 

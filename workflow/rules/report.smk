@@ -127,7 +127,7 @@ rule report_dataset:
     conda:
         ROBOPIPE_ENV
     script:
-        "../../scripts/report.py"
+        "../scripts/report.py"
 
 
 rule report:
@@ -147,4 +147,4 @@ rule report:
     conda:
         ROBOPIPE_ENV
     script:
-        "../../scripts/report.py"
+        "../scripts/report.py"

@@ -9,13 +9,13 @@ rule robomimic_generate:
     log:
         "results/logs/{dataset}/robomimic_generate.log",
     benchmark:
-        "results/benchmarks/{dataset}/robomimic_generate/robomimic_generate.tsv"
+        "results/jobs/{dataset}/robomimic_generate/robomimic_generate.tsv"
     conda:
         ROBOPIPE_ENV
     params:
         options=robomimic_generate_options,
     script:
-        "../../scripts/robomimic_generate.py"
+        "../scripts/robomimic_generate.py"
 
 
 checkpoint robomimic_plan:
@@ -26,13 +26,13 @@ checkpoint robomimic_plan:
     log:
         "results/logs/{dataset}/robomimic_plan.log",
     benchmark:
-        "results/benchmarks/{dataset}/robomimic_plan/robomimic_plan.tsv"
+        "results/jobs/{dataset}/robomimic_plan/robomimic_plan.tsv"
     conda:
         ROBOPIPE_ENV
     params:
         options=robomimic_options,
     script:
-        "../../scripts/robomimic_plan.py"
+        "../scripts/robomimic_plan.py"
 
 
 rule robomimic_batch:
@@ -44,11 +44,11 @@ rule robomimic_batch:
     log:
         "results/logs/{dataset}/robomimic_batch/{batch}.log",
     benchmark:
-        "results/benchmarks/{dataset}/robomimic_batch/{batch}.tsv"
+        "results/jobs/{dataset}/robomimic_batch/{batch}.tsv"
     conda:
         ROBOPIPE_ENV
     script:
-        "../../scripts/robomimic_batch.py"
+        "../scripts/robomimic_batch.py"
 
 
 rule robomimic_v21:
@@ -60,8 +60,8 @@ rule robomimic_v21:
     log:
         "results/logs/{dataset}/robomimic_v21.log",
     benchmark:
-        "results/benchmarks/{dataset}/robomimic_v21/robomimic_v21.tsv"
+        "results/jobs/{dataset}/robomimic_v21/robomimic_v21.tsv"
     conda:
         ROBOPIPE_ENV
     script:
-        "../../scripts/robomimic_v21.py"
+        "../scripts/robomimic_v21.py"

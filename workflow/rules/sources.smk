@@ -7,13 +7,13 @@ rule demo:
     log:
         "results/logs/{dataset}/demo.log",
     benchmark:
-        "results/benchmarks/{dataset}/demo/demo.tsv"
+        "results/jobs/{dataset}/demo/demo.tsv"
     conda:
         ROBOPIPE_ENV
     params:
         demo=demo_options,
     script:
-        "../../scripts/demo.py"
+        "../scripts/demo.py"
 
 
 rule fetch:
@@ -22,7 +22,7 @@ rule fetch:
     log:
         "results/logs/{dataset}/fetch.log",
     benchmark:
-        "results/benchmarks/{dataset}/fetch/fetch.tsv"
+        "results/jobs/{dataset}/fetch/fetch.tsv"
     conda:
         ROBOPIPE_ENV
     resources:
@@ -31,4 +31,4 @@ rule fetch:
         repo_id=hub_repo_id,
         revision=hub_revision,
     script:
-        "../../scripts/fetch.py"
+        "../scripts/fetch.py"

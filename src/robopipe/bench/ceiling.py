@@ -12,7 +12,7 @@ import numpy as np
 import torch
 from torchcodec.decoders import VideoDecoder
 
-from robopipe.loading.metadata import read_meta
+from robopipe.formats.v30_reader import read_meta
 
 SEQUENTIAL_CHUNK = 16  # frames per get_frames_in_range call
 

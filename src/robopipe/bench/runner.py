@@ -137,7 +137,7 @@ def run_scenario(
         elif scenario.loader.startswith("robopipe_"):
             measured = _run_robopipe(scenario, dataset, url, options, settings, rank, world_size)
         elif scenario.loader.startswith("robomimic_hdf5_"):
-            from robopipe.robomimic.bench import run_robomimic
+            from robopipe.bench.robomimic_loaders import run_robomimic
 
             measured = run_robomimic(scenario, root, settings, rank, world_size)
         else:

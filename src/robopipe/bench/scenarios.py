@@ -12,7 +12,7 @@ LOADERS = (
     "robopipe_stream",
     "lerobot_map",
     "lerobot_stream",
-    # robomimic's SequenceDataset cache modes (robopipe.robomimic.bench)
+    # robomimic's SequenceDataset cache modes (robopipe.bench.robomimic_loaders)
     "robomimic_hdf5_none",
     "robomimic_hdf5_low_dim",
     "robomimic_hdf5_all",

@@ -20,7 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.decoder import Counters, DecoderCache
-from robopipe.loading.metadata import DatasetMeta, read_meta
+from robopipe.formats.v30_reader import DatasetMeta, read_meta
 from robopipe.loading.windows import check_delta_timestamps, delta_indices, window_rows
 
 IMAGE_DTYPES = ("uint8", "float32")
@@ -49,7 +49,7 @@ class ItemReader:
     def from_url(
         cls, url: str, *, name: str | None = None, storage_options: dict | None = None, **options
     ) -> ItemReader:
-        """Read the v3.0 metadata at ``url`` (``robopipe.loading.metadata.read_meta``) and
+        """Read the v3.0 metadata at ``url`` (``robopipe.formats.v30_reader.read_meta``) and
         build a reader over it; ``options`` are this class's keyword arguments."""
         return cls(read_meta(url, name=name, storage_options=storage_options), **options)
 

@@ -10,7 +10,7 @@ import torch.utils.data
 from robopipe.errors import DatasetError
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.items import ItemReader
-from robopipe.loading.metadata import read_data_file
+from robopipe.formats.v30_reader import read_data_file
 
 
 class MapDataset(torch.utils.data.Dataset):

@@ -21,7 +21,7 @@ import torch.utils.data
 
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.items import ItemReader
-from robopipe.loading.metadata import read_data_file
+from robopipe.formats.v30_reader import read_data_file
 from robopipe.loading.partition import assign_episodes, group_episodes_by_files
 
 DATA_FILES_KEPT = 2  # data files held per stream (LRU), parsed to numpy

@@ -14,7 +14,7 @@ import pandas as pd
 from robopipe.report.figures import WIDTH_IN, bar_figure, headroom, placeholder, save
 from robopipe.report.results import conversion_by_rule
 
-NO_BENCHMARKS = "no conversion benchmark file for this dataset (results/benchmarks/<dataset>/)"
+NO_BENCHMARKS = "no conversion benchmark file for this dataset (results/jobs/<dataset>/)"
 SHARD_RULE = "shard"
 # Above this many shards, name labels would not fit: plot against the shard's ordinal instead.
 MAX_NAMED_SHARDS = 40

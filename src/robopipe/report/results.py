@@ -3,7 +3,7 @@
 Inputs follow the contract between the benchmark and the report (``notes/BENCH_CONTRACT.md``):
 scenario JSONs ``results/bench/{dataset}/{scenario}.json``, the decode ceiling
 ``results/bench/{dataset}/ceiling.json``, Snakemake ``benchmark:`` TSVs
-``results/benchmarks/{dataset}/{rule}/{name}.tsv`` and the optional
+``results/jobs/{dataset}/{rule}/{name}.tsv`` and the optional
 ``results/bench/{dataset}/lerobot_convert.json``.
 """
 

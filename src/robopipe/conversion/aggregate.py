@@ -1,0 +1,94 @@
+"""Aggregate jobs: one final v3.0 data file from its shards, or one video file from its
+episodes' mp4s (with, beside it, where each episode landed: the meta job's input).
+
+Each final file is written once, from its planned list of shards or episodes, so the
+aggregates of a dataset are independent and run in parallel (lerobot's own aggregation
+appends to the destination file episode by episode).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from robopipe.atomic import atomic_path, write_json
+from robopipe.layout import SHARD_DATA
+from robopipe.formats.v21_reader import V21Source
+from robopipe.video import VideoError, concat_videos
+
+
+def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
+    """Write the data file ``output`` from the shards' ``data.parquet``, in order.
+
+    Each shard becomes one row group, so the peak memory is one shard, not one file.
+
+    Raises:
+        ValueError: the shards' schemas differ.
+    """
+    import pyarrow.parquet as pq  # here: the aggregate_video jobs need no pyarrow (0.2 s)
+
+    with atomic_path(output) as tmp:
+        writer = None
+        try:
+            for shard_dir in shard_dirs:
+                table = pq.ParquetFile(Path(shard_dir) / SHARD_DATA).read()
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                elif not table.schema.equals(writer.schema):
+                    raise ValueError(f"{shard_dir}: columns differ from the first shard's")
+                writer.write_table(table, row_group_size=max(table.num_rows, 1))
+        finally:
+            if writer is not None:
+                writer.close()
+
+
+def aggregate_video(
+    source: V21Source,
+    plan: dict,
+    video_key: str,
+    chunk: int,
+    file: int,
+    output: Path,
+    episodes_json: Path,
+) -> None:
+    """Write one camera's final video file ``output`` from its episodes' mp4s, by stream copy.
+
+    The episodes are those the plan assigns to ``(chunk, file)`` of ``video_key``; each lands
+    at the sum of the earlier episodes' stream durations, in ticks, exactly the
+    ``from_timestamp`` the episodes metadata records (:func:`robopipe.video.concat_videos`).
+    ``episodes_json`` receives ``{"video_key", "time_base", "episodes": [{"episode_index",
+    "duration_ticks"}]}``: where each episode landed, for the meta job.
+
+    Raises:
+        DatasetError: an episode mp4 cannot be read (truncated, corrupt, another time base
+            than the file's first episode), or its frame count differs from the episode's
+            parquet rows.
+    """
+    episodes = [e for e in plan["episodes"] if e["videos"][video_key] == [chunk, file]]
+    if not episodes:
+        raise ValueError(f"plan has no {video_key} file chunk {chunk} file {file}")
+    inputs = [source.video_file(e["source_episode_index"], video_key) for e in episodes]
+    with atomic_path(output) as tmp:
+        try:
+            remuxed = concat_videos(inputs, tmp)
+        except VideoError as exc:
+            ep = episodes[inputs.index(exc.path)]
+            raise source.error(
+                exc.reason, episode=ep["source_episode_index"], file=exc.path
+            ) from exc
+        for ep, path, result in zip(episodes, inputs, remuxed, strict=True):
+            if result.frames != ep["length"]:
+                raise source.error(
+                    f"{result.frames} frames in the mp4 but {ep['length']} rows in the parquet",
+                    episode=ep["source_episode_index"],
+                    file=path,
+                )
+    time_base = str(remuxed[0].time_base)
+    landed = [
+        {"episode_index": ep["episode_index"], "duration_ticks": r.duration_ticks}
+        for ep, r in zip(episodes, remuxed, strict=True)
+    ]
+    write_json(
+        episodes_json,
+        {"video_key": video_key, "time_base": time_base, "episodes": landed},
+        indent=None,
+    )

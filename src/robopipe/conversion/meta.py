@@ -1,0 +1,236 @@
+"""The v3.0 ``meta/`` folder: info.json, tasks.parquet, episodes parquet files, stats.json.
+
+Each writer follows what lerobot 0.6.1's converter writes
+(``scripts/convert_dataset_v21_to_v30.py``; reference spec §2.2-2.5), with one deliberate
+difference: episodes metadata larger than 100 MB rolls over into several
+``meta/episodes/chunk-XXX/file-YYY`` files, where lerobot stops (``NotImplementedError``).
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from robopipe.atomic import atomic_path, write_json
+from robopipe.layout import (
+    DATA_PATH,
+    DEFAULT_DATA_FILE_SIZE_IN_MB,
+    INFO_PATH,
+    STATS_PATH,
+    TASKS_PATH,
+    VIDEO_PATH,
+    episodes_path,
+    next_chunk_file,
+)
+from robopipe.formats.v21_reader import V21Source
+from robopipe.conversion.stats import aggregate_stats
+
+# lerobot 0.6.1 writes one episodes file, and refuses one whose table exceeds this
+# (io_utils.py:190-208, DEFAULT_DATA_FILE_SIZE_IN_MB, not the converter's argument).
+EPISODES_FILE_SIZE_IN_MB = DEFAULT_DATA_FILE_SIZE_IN_MB
+
+# lerobot 0.6.1 DatasetInfo field order (datasets/utils.py:114-235); other keys are dropped.
+INFO_KEYS = (
+    "codebase_version",
+    "fps",
+    "features",
+    "total_episodes",
+    "total_frames",
+    "total_tasks",
+    "chunks_size",
+    "data_files_size_in_mb",
+    "video_files_size_in_mb",
+    "data_path",
+    "video_path",
+    "robot_type",
+    "splits",
+)
+
+
+def write_meta(
+    source: V21Source,
+    plan: dict,
+    video_episodes: list[Path],
+    meta_dir: Path,
+    *,
+    restamp_timestamps: bool = False,
+) -> None:
+    """Write the ``meta/`` folder of the v3.0 dataset into ``meta_dir``.
+
+    Args:
+        source: the v2.1 source (info, tasks, episodes.jsonl, episodes_stats.jsonl).
+        plan: the conversion plan (file assignment, output episode indices).
+        video_episodes: the ``episodes_json`` files of every video file's aggregate job
+            (:func:`robopipe.conversion.aggregate.aggregate_video`): each episode's video durations.
+        meta_dir: where ``info.json``, ``stats.json``, ``tasks.parquet`` and ``episodes/`` go.
+        restamp_timestamps: the shards rewrote ``timestamp`` as ``frame_index / fps``, so its
+            stats are computed from those values instead of copied from the source.
+    """
+    meta_dir = Path(meta_dir)
+    durations, time_bases = _video_durations(plan, video_episodes)
+    stats = [
+        episode_stats(source, ep, restamp_timestamps=restamp_timestamps) for ep in plan["episodes"]
+    ]
+    rows = episode_rows(source, plan, durations, time_bases, stats)
+    write_episodes(rows, meta_dir, plan["options"]["chunks_size"])
+    write_tasks(source.tasks, meta_dir / _in_meta(TASKS_PATH))
+    write_json(meta_dir / _in_meta(STATS_PATH), aggregate_stats(stats))
+    write_json(meta_dir / _in_meta(INFO_PATH), convert_info(source.info, plan))
+
+
+def _in_meta(path: str) -> Path:
+    return Path(path).relative_to("meta")
+
+
+def convert_info(info: dict, plan: dict) -> dict:
+    """v3.0 info.json from the v2.1 one (lerobot 0.6.1 ``convert_info``, :442-461).
+
+    ``codebase_version`` becomes ``v3.0``; ``total_chunks``/``total_videos`` go; the size
+    thresholds are added; the path templates become v3.0's; ``fps`` becomes an int; every
+    non-video feature gets ``"fps"``. ``chunks_size`` is copied unchanged, as lerobot does.
+    With skipped episodes, ``total_episodes``, ``total_frames`` and ``splits`` describe the
+    output.
+    """
+    fps = int(info["fps"])
+    features = {}
+    for name, feature in info["features"].items():
+        features[name] = dict(feature) if feature["dtype"] == "video" else {**feature, "fps": fps}
+    converted = {
+        **info,
+        "codebase_version": "v3.0",
+        "fps": fps,
+        "features": features,
+        "data_files_size_in_mb": plan["options"]["data_file_size_in_mb"],
+        "video_files_size_in_mb": plan["options"]["video_file_size_in_mb"],
+        "data_path": DATA_PATH,
+        "video_path": VIDEO_PATH if info.get("video_path") else None,
+    }
+    if plan["options"]["skip_episodes"]:
+        n = len(plan["episodes"])
+        converted["total_episodes"] = n
+        converted["total_frames"] = plan["total_frames"]
+        converted["splits"] = {"train": f"0:{n}"}
+    return {key: converted[key] for key in INFO_KEYS if key in converted}
+
+
+def episode_stats(source: V21Source, ep: dict, *, restamp_timestamps: bool) -> dict:
+    """An output episode's stats: its ``episodes_stats.jsonl`` entry, with the ``timestamp``
+    stats of ``frame_index / fps`` (float32, as the column) when timestamps were restamped,
+    computed as lerobot 0.3's ``compute_episode_stats`` (min/max/mean/std with keepdims,
+    count)."""
+    stats = dict(source.episodes_stats[ep["source_episode_index"]])
+    if restamp_timestamps and "timestamp" in stats:
+        ts = (np.arange(ep["length"]) / source.fps).astype(np.float32)
+        stats["timestamp"] = {
+            "min": [float(ts.min())],
+            "max": [float(ts.max())],
+            "mean": [float(ts.mean())],
+            "std": [float(ts.std())],
+            "count": [int(ep["length"])],
+        }
+    return stats
+
+
+def episode_rows(
+    source: V21Source,
+    plan: dict,
+    durations: dict[str, list[int]],
+    time_bases: dict[str, Fraction],
+    stats: list[dict],
+) -> list[dict]:
+    """One v3.0 episodes-metadata row per output episode, columns in lerobot's order.
+
+    ``durations[video_key][i]`` is episode ``i``'s stream duration in ticks of
+    ``time_bases[video_key]`` seconds (columns of each camera grouped); ``from_timestamp``
+    is the sum of the earlier episodes' durations in the same file (lerobot 0.6.1,
+    ``convert_videos_of_camera``, :313-381), ``to_timestamp = from + duration``, seconds.
+    Stats columns are ``stats/{feature}/{stat}`` from ``stats[i]`` (:func:`episode_stats`).
+    """
+    offsets = {key: (None, 0) for key in plan["video_keys"]}
+    rows = []
+    for ep in plan["episodes"]:
+        legacy = source.episodes[ep["source_episode_index"]]
+        row = {
+            "episode_index": ep["episode_index"],
+            "data/chunk_index": ep["data"][0],
+            "data/file_index": ep["data"][1],
+            "dataset_from_index": ep["dataset_from_index"],
+            "dataset_to_index": ep["dataset_to_index"],
+        }
+        for key in plan["video_keys"]:
+            row[f"videos/{key}/chunk_index"] = ep["videos"][key][0]
+            row[f"videos/{key}/file_index"] = ep["videos"][key][1]
+            current_file, start = offsets[key]
+            if current_file != ep["videos"][key]:
+                start = 0
+            end = start + durations[key][ep["episode_index"]]
+            row[f"videos/{key}/from_timestamp"] = float(start * time_bases[key])
+            row[f"videos/{key}/to_timestamp"] = float(end * time_bases[key])
+            offsets[key] = (ep["videos"][key], end)
+        for column, value in legacy.items():
+            if column != "episode_index":
+                row[column] = value
+        for feature, feature_stats in stats[ep["episode_index"]].items():
+            for stat, value in feature_stats.items():
+                row[f"stats/{feature}/{stat}"] = value
+        rows.append(row)
+    return rows
+
+
+def write_episodes(
+    rows: list[dict],
+    meta_dir: Path,
+    chunks_size: int,
+    file_size_in_mb: float = EPISODES_FILE_SIZE_IN_MB,
+) -> None:
+    """Write the episodes metadata: one file, as lerobot 0.6.1's converter writes, while it
+    holds at most ``file_size_in_mb`` (100) in memory; beyond that (where lerobot raises
+    ``NotImplementedError``, ``io_utils.py:190-208``) several files of at most that size.
+
+    The last two columns, ``meta/episodes/chunk_index`` and ``meta/episodes/file_index``, say
+    which file holds each row. Row ``i`` is episode ``i`` across the files in sorted order.
+    """
+    table = pa.Table.from_pylist(rows)
+    per_file = len(rows)
+    if table.nbytes / 2**20 > file_size_in_mb:
+        per_file = max(1, int(file_size_in_mb * 2**20 * len(rows) / table.nbytes))
+    chunk, file = 0, 0
+    for start in range(0, len(rows), per_file):
+        part = table.slice(start, per_file)
+        n = part.num_rows
+        part = part.append_column("meta/episodes/chunk_index", pa.array([chunk] * n, pa.int64()))
+        part = part.append_column("meta/episodes/file_index", pa.array([file] * n, pa.int64()))
+        with atomic_path(meta_dir / _in_meta(episodes_path(chunk, file))) as tmp:
+            pq.write_table(part, tmp)
+        chunk, file = next_chunk_file(chunk, file, chunks_size)
+
+
+def write_tasks(tasks: list[str], path: Path) -> None:
+    """Write ``meta/tasks.parquet`` as lerobot does: a pandas frame indexed by ``task``
+    with one column ``task_index``, rows in ascending ``task_index`` (the loader looks tasks
+    up with ``tasks.iloc[task_index]``)."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"task_index": range(len(tasks))}, index=pd.Index(tasks, name="task"))
+    frame["task_index"] = frame["task_index"].astype("int64")
+    with atomic_path(path) as tmp:
+        frame.to_parquet(tmp)
+
+
+def _video_durations(
+    plan: dict, video_episodes: list[Path]
+) -> tuple[dict[str, list[int]], dict[str, Fraction]]:
+    durations = {key: [0] * len(plan["episodes"]) for key in plan["video_keys"]}
+    time_bases = {}
+    for path in video_episodes:
+        landed = json.loads(Path(path).read_text("utf-8"))
+        key = landed["video_key"]
+        for row in landed["episodes"]:
+            durations[key][row["episode_index"]] = row["duration_ticks"]
+        time_bases[key] = Fraction(landed["time_base"])
+    return durations, time_bases

@@ -1,0 +1,117 @@
+"""The shard job: one batch of consecutive episodes, packed for its final files.
+
+A shard writes, into one directory (moved into place only when complete), ``data.parquet``:
+the episodes' rows, the source's columns and values (``episode_index`` and ``index``
+renumbered only when episodes are skipped; ``timestamp`` rewritten as ``frame_index / fps``
+only with ``restamp_timestamps``).
+
+Video is not touched here: each final video file is remuxed once, straight from the episode
+mp4s, by its aggregate job (:func:`robopipe.conversion.aggregate.aggregate_video`), which also checks each
+mp4's frame count against the episode's rows. A second pass through an intermediate shard mp4
+would double the packet copying for no parallelism, since one job writes each final file
+either way; probing every mp4 here as well would open each file twice.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from robopipe.atomic import atomic_path
+from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA
+from robopipe.conversion.plan import shard_of
+from robopipe.formats.v21_reader import V21Source
+
+
+def build_shard(
+    source: V21Source,
+    plan: dict,
+    shard_id: str,
+    out_dir: Path,
+    *,
+    restamp_timestamps: bool = False,
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+) -> None:
+    """Write the shard ``shard_id`` of ``plan`` into ``out_dir`` (atomically).
+
+    Raises:
+        DatasetError: an episode's parquet is unreadable or its schema differs from the
+            first episode's; its timestamps are off ``frame_index / fps`` by more than
+            ``tolerance_s`` (without ``restamp_timestamps``).
+    """
+    first, stop = shard_of(plan, shard_id)["episodes"]
+    episodes = plan["episodes"][first:stop]
+    renumber = bool(plan["options"]["skip_episodes"])
+    with atomic_path(out_dir) as tmp:
+        tmp.mkdir()
+        tables = [
+            _episode_table(source, ep, renumber, restamp_timestamps, tolerance_s) for ep in episodes
+        ]
+        schema = tables[0].schema
+        for ep, table in zip(episodes, tables, strict=True):
+            if not table.schema.equals(schema):
+                raise source.error(
+                    f"columns differ from episode {episodes[0]['source_episode_index']}'s: "
+                    f"{table.schema} vs {schema}",
+                    episode=ep["source_episode_index"],
+                    file=source.data_file(ep["source_episode_index"]),
+                )
+        # uncompressed: the shard is read once, by aggregate_data, which compresses the output
+        pq.write_table(pa.concat_tables(tables), tmp / SHARD_DATA, compression="none")
+
+
+def _episode_table(
+    source: V21Source, ep: dict, renumber: bool, restamp: bool, tolerance_s: float
+) -> pa.Table:
+    src_index = ep["source_episode_index"]
+    path = source.data_file(src_index)
+    try:
+        table = pq.ParquetFile(path).read()
+    except Exception as exc:  # ArrowInvalid, OSError: corrupt or truncated file
+        raise source.error(f"unreadable parquet: {exc}", episode=src_index, file=path) from None
+    fps = source.fps
+    frame_index = table.column("frame_index").to_numpy()
+    if restamp:
+        ts_type = table.schema.field("timestamp").type
+        table = _set_column(table, "timestamp", pa.array(frame_index / fps, type=ts_type))
+    else:
+        worst, at = timestamp_error(table.column("timestamp").to_numpy(), frame_index, fps)
+        if worst > tolerance_s:
+            raise source.error(
+                f"timestamp differs from frame_index / fps by {worst:.6f} s at frame {at} "
+                f"(tolerance_s={tolerance_s}); the source's timestamps are off while video "
+                "frames sit at frame_index / fps: set `restamp_timestamps: true` to rewrite "
+                "them as frame_index / fps",
+                episode=src_index,
+                file=path,
+            )
+    if renumber:
+        n = table.num_rows
+        index_type = table.schema.field("index").type
+        start = ep["dataset_from_index"]
+        table = _set_column(table, "index", pa.array(np.arange(start, start + n), index_type))
+        episode = pc.cast(
+            pa.array(np.full(n, ep["episode_index"])), table.schema.field("episode_index").type
+        )
+        table = _set_column(table, "episode_index", episode)
+    return table
+
+
+def timestamp_error(timestamps: np.ndarray, frame_index: np.ndarray, fps: int) -> tuple[float, int]:
+    """Largest ``|timestamp - frame_index / fps|`` in seconds, and the frame index where it is.
+
+    Both arrays have shape ``(T,)``; timestamps are float seconds (float32 in LeRobot).
+    """
+    if len(timestamps) == 0:
+        return 0.0, 0
+    error = np.abs(timestamps.astype(np.float64) - frame_index / fps)
+    at = int(np.argmax(error))
+    return float(error[at]), int(frame_index[at])
+
+
+def _set_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), table.schema.field(name), values)

@@ -1,0 +1,181 @@
+"""Whole conversions of generated datasets, checked against the plan and the source."""
+
+import json
+import shutil
+
+import av
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from robopipe.conversion.serial import convert_dataset
+from robopipe.errors import DatasetError
+from robopipe.layout import data_path, video_path
+from robopipe.conversion.meta import write_episodes
+from robopipe.formats.v21_reader import load_source
+from robopipe.conversion.validate import validate
+
+
+@pytest.fixture(scope="module")
+def rollover(make_v21, tmp_path_factory):
+    """A 12-episode, 2-camera dataset converted with thresholds small enough that data and
+    each camera roll over into several files and chunk directories (3 files per chunk)."""
+    source_dir = make_v21(episodes=12, cameras=2)
+    out = tmp_path_factory.mktemp("out") / "v3.0"
+    plan = convert_dataset(
+        source_dir,
+        out,
+        name="demo",
+        data_file_size_in_mb=0.004,
+        video_file_size_in_mb=0.02,
+        chunks_size=3,
+        episodes_per_batch=2,
+        validate_frames="all",
+    )
+    return load_source(source_dir, "demo"), plan, out
+
+
+def _decode_all(path):
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        return [(float(f.pts * stream.time_base), f.to_ndarray()) for f in container.decode(stream)]
+
+
+def test_streams_roll_over_into_several_files_and_chunks(rollover):
+    _, plan, out = rollover
+    data_files = {tuple(e["data"]) for e in plan["episodes"]}
+    assert len(data_files) >= 4 and max(c for c, _ in data_files) >= 1
+    for key in plan["video_keys"]:
+        assert len({tuple(e["videos"][key]) for e in plan["episodes"]}) >= 2
+    assert sorted(p.relative_to(out).as_posix() for p in out.glob("data/*/*.parquet")) == sorted(
+        data_path(f["chunk"], f["file"]) for f in plan["files"]["data"]
+    )
+
+
+def test_data_rows_equal_the_source_rows(rollover):
+    source, plan, out = rollover
+    converted = pa.concat_tables(pq.read_table(p) for p in sorted(out.glob("data/*/*.parquet")))
+    original = pa.concat_tables(
+        pq.read_table(source.data_file(i)) for i in range(len(source.episodes))
+    )
+    assert converted.schema.names == original.schema.names
+    assert converted.equals(original)
+    for ep in plan["episodes"]:
+        table = pq.read_table(out / data_path(*ep["data"]))
+        assert ep["episode_index"] in table.column("episode_index").to_pylist()
+
+
+def test_every_frame_is_bit_identical_to_the_source(rollover):
+    source, plan, out = rollover
+    meta = pa.concat_tables(
+        pq.read_table(p) for p in sorted(out.glob("meta/episodes/*/*.parquet"))
+    ).to_pylist()
+    for key in plan["video_keys"]:
+        decoded = {}
+        for ep, row in zip(plan["episodes"], meta, strict=True):
+            path = out / video_path(key, *ep["videos"][key])
+            frames = decoded.setdefault(path, _decode_all(path))
+            start = row[f"videos/{key}/from_timestamp"]
+            ours = [
+                f
+                for ts, f in frames
+                if start - 1e-6 <= ts < row[f"videos/{key}/to_timestamp"] - 1e-6
+            ]
+            theirs = [f for _, f in _decode_all(source.video_file(ep["source_episode_index"], key))]
+            assert len(ours) == len(theirs) == ep["length"]
+            for k, (a, b) in enumerate(zip(ours, theirs, strict=True)):
+                assert np.array_equal(a, b), f"episode {ep['episode_index']} frame {k} {key}"
+
+
+def test_episode_rows_follow_lerobot(rollover):
+    source, plan, out = rollover
+    files = sorted(out.glob("meta/episodes/*/*.parquet"))
+    table = pa.concat_tables(pq.read_table(p) for p in files)
+    rows = table.to_pylist()
+    assert [r["episode_index"] for r in rows] == list(range(12))
+    key = plan["video_keys"][0]
+    for r, ep, legacy in zip(rows, plan["episodes"], source.episodes, strict=True):
+        assert r["length"] == legacy["length"] and r["tasks"] == legacy["tasks"]
+        assert (r["dataset_from_index"], r["dataset_to_index"]) == (
+            ep["dataset_from_index"],
+            ep["dataset_to_index"],
+        )
+        assert r[f"videos/{key}/to_timestamp"] - r[f"videos/{key}/from_timestamp"] == (
+            pytest.approx(legacy["length"] / 30, abs=1e-9)
+        )
+        assert r["stats/action/count"] == [legacy["length"]]
+    assert table.column_names[-2:] == ["meta/episodes/chunk_index", "meta/episodes/file_index"]
+
+
+def test_info_tasks_and_stats(rollover):
+    source, _, out = rollover
+    info = json.loads((out / "meta/info.json").read_text())
+    assert info["codebase_version"] == "v3.0"
+    assert "total_chunks" not in info and "total_videos" not in info
+    assert info["data_path"] == "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
+    assert info["features"]["action"]["fps"] == 30
+    assert "fps" not in info["features"]["observation.images.front"]
+    assert list(info)[:3] == ["codebase_version", "fps", "features"]
+    tasks = pq.read_table(out / "meta/tasks.parquet").to_pandas()
+    assert list(tasks.index) == source.tasks
+    assert list(tasks["task_index"]) == list(range(len(source.tasks)))
+    stats = json.loads((out / "meta/stats.json").read_text())
+    frames = sum(e["length"] for e in source.episodes)
+    assert stats["action"]["count"] == [frames]
+    assert np.asarray(stats["observation.images.front"]["mean"]).shape == (3, 1, 1)
+
+
+def test_skipped_episodes_are_left_out_and_renumbered(make_v21, tmp_path):
+    source_dir = make_v21(episodes=6)
+    source = load_source(source_dir, "demo")
+    convert_dataset(source_dir, tmp_path / "v3.0", name="demo", skip_episodes=(0, 3))
+    table = pq.read_table(tmp_path / "v3.0" / data_path(0, 0))
+    kept = [1, 2, 4, 5]
+    lengths = [source.episodes[i]["length"] for i in kept]
+    assert table.num_rows == sum(lengths)
+    assert table.column("index").to_pylist() == list(range(sum(lengths)))
+    assert table.column("episode_index").to_pylist() == [
+        i for i, n in enumerate(lengths) for _ in range(n)
+    ]
+    info = json.loads((tmp_path / "v3.0/meta/info.json").read_text())
+    assert info["total_episodes"] == 4 and info["splits"] == {"train": "0:4"}
+
+
+def test_episodes_metadata_is_one_file_as_lerobot_writes_it(rollover):
+    _, _, out = rollover
+    assert [p.relative_to(out).as_posix() for p in out.glob("meta/episodes/*/*.parquet")] == [
+        "meta/episodes/chunk-000/file-000.parquet"
+    ]
+
+
+def test_large_episodes_metadata_rolls_over_into_several_files(tmp_path):
+    rows = [{"episode_index": i, "length": 10, "tasks": ["t" * 200]} for i in range(50)]
+    write_episodes(rows, tmp_path, chunks_size=2, file_size_in_mb=0.002)
+    files = sorted(tmp_path.glob("episodes/*/*.parquet"))
+    assert len(files) >= 3 and files[2].parent.name == "chunk-001"
+    tables = [pq.read_table(f) for f in files]
+    assert sum(t.num_rows for t in tables) == 50
+    whole = pa.concat_tables(tables)
+    assert whole.column("episode_index").to_pylist() == list(range(50))
+    for f, t in zip(files, tables, strict=True):
+        chunk, file = int(f.parent.name[-3:]), int(f.stem[-3:])
+        assert set(t.column("meta/episodes/chunk_index").to_pylist()) == {chunk}
+        assert set(t.column("meta/episodes/file_index").to_pylist()) == {file}
+
+
+def test_validation_catches_a_frame_that_differs_from_the_source(make_v21, tmp_path):
+    """Validation decodes frames of the output and of the source and compares them: give the
+    source another episode's mp4 of the same length and the check names that episode."""
+    source_dir = tmp_path / "v21"
+    shutil.copytree(make_v21(episodes=4, min_length=12, max_length=12), source_dir)
+    out = tmp_path / "v3.0"
+    plan = convert_dataset(source_dir, out, name="demo", validate=False)
+    source = load_source(source_dir, "demo")
+    key = source.video_keys[0]
+    assert validate(source, plan, out)["frames_compared"] == 4 * 3 * len(source.video_keys)
+    shutil.copyfile(source.video_file(1, key), source.video_file(2, key))
+    with pytest.raises(DatasetError, match="differs from the source") as caught:
+        validate(source, plan, out)
+    assert caught.value.episode == 2
+    assert key in str(caught.value)

@@ -1,0 +1,20 @@
+"""Snakemake job: write meta/ (info, tasks, episodes, stats) of the staged v3.0 dataset."""
+
+from robopipe.atomic import atomic_path
+from robopipe.jobs import logged
+from robopipe.conversion.meta import write_meta
+from robopipe.conversion.plan import load_plan
+from robopipe.formats.v21_reader import load_source
+
+with logged(snakemake) as log:
+    plan = load_plan(snakemake.input.plan)
+    source = load_source(snakemake.params.source, snakemake.wildcards.dataset)
+    with atomic_path(snakemake.output[0]) as tmp:
+        write_meta(
+            source,
+            plan,
+            snakemake.input.video_episodes,
+            tmp,
+            restamp_timestamps=snakemake.params.options["restamp_timestamps"],
+        )
+    log.info("wrote %s", snakemake.output[0])
