@@ -98,7 +98,15 @@ def run_snakemake(source: Path, work: Path, name: str, cores: int) -> float:
     config = workdir / f"{name}.yaml"
     config.write_text(json.dumps({"datasets": {name: {"path": str(source)}}}))
     # `python -m snakemake`, as lerobot's converter runs as `python -m lerobot...`
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile"), "-d", str(workdir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "workflow" / "Snakefile"),
+        "-d",
+        str(workdir),
+    ]
     # The default config first (relative paths resolve against -d, not the repo), then ours.
     cmd += ["--configfile", str(REPO / "config" / "config.yaml"), str(config)]
     cmd += ["--cores", str(cores), "convert"]

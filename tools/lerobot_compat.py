@@ -122,7 +122,7 @@ def run_robopipe(source: Path, out: Path, args: argparse.Namespace) -> Path:
         data_file_size_in_mb=args.data_mb,
         video_file_size_in_mb=args.video_mb,
         chunks_size=args.chunks_size,
-        episodes_per_batch=args.episodes_per_batch,
+        episodes_per_shard=args.episodes_per_shard,
         restamp_timestamps=args.restamp,
     )
     return out
@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--video-mb", type=float, default=200, help="video file size threshold")
     parser.add_argument("--chunks-size", type=int, default=1000, help="files per chunk dir")
     parser.add_argument(
-        "--episodes-per-batch", type=int, default=200, help="robopipe's episodes per shard"
+        "--episodes-per-shard", type=int, default=200, help="robopipe's episodes per shard"
     )
     parser.add_argument(
         "--restamp", action="store_true", help="robopipe restamps timestamps as frame_index/fps"

@@ -11,7 +11,7 @@ Then, timed: ``snakemake -n --quiet rules`` of the real Snakefile with a config 
 dataset (the conversion target by default), as a whole process (interpreter start included).
 Prints the wall time and the jobs per rule. Usage::
 
-    python tools/plan_dry_run.py [--episodes 30000] [--cameras 3] [--episodes-per-batch 100]
+    python tools/plan_dry_run.py [--episodes 30000] [--cameras 3] [--episodes-per-shard 100]
         [--video-mb X] [--target convert] [--work DIR]
 """
 
@@ -90,10 +90,10 @@ def make_big_dataset(
     return big
 
 
-def time_dry_run(source: Path, work: Path, *, episodes_per_batch: int, target: str) -> dict:
+def time_dry_run(source: Path, work: Path, *, episodes_per_shard: int, target: str) -> dict:
     """Run and time ``snakemake -n`` on ``source``; returns wall seconds and jobs per rule."""
     config = work / "config.yaml"
-    conversion = {"episodes_per_batch": episodes_per_batch}
+    conversion = {"episodes_per_shard": episodes_per_shard}
     config.write_text(
         yaml.safe_dump({"datasets": {"big": {"path": str(source), "conversion": conversion}}})
     )
@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=30_000)
     parser.add_argument("--cameras", type=int, default=3)
     parser.add_argument("--lengths", type=int, default=8, help="seed episodes (length classes)")
-    parser.add_argument("--episodes-per-batch", type=int, default=100)
+    parser.add_argument("--episodes-per-shard", type=int, default=100)
     parser.add_argument("--video-mb", type=float, default=None, help="sparse mp4s of this size")
     parser.add_argument("--target", default="convert")
     parser.add_argument("--work", type=Path, default=None, help="kept; default: a temp dir")
@@ -155,9 +155,9 @@ def main() -> None:
         print(f"generated {args.episodes} episodes x {args.cameras} cameras in "
               f"{time.perf_counter() - start:.1f} s: {source}")  # fmt: skip
         result = time_dry_run(
-            source, work, episodes_per_batch=args.episodes_per_batch, target=args.target
+            source, work, episodes_per_shard=args.episodes_per_shard, target=args.target
         )
-    print(f"snakemake -n ({args.target}, episodes_per_batch={args.episodes_per_batch}, "
+    print(f"snakemake -n ({args.target}, episodes_per_shard={args.episodes_per_shard}, "
           f"cpus={os.cpu_count()}): {result['wall_s']:.1f} s wall")  # fmt: skip
     for rule, count in result["jobs"].items():
         print(f"  {rule:<16} {count:>7}")

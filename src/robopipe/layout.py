@@ -23,10 +23,25 @@ INFO_PATH = "meta/info.json"
 STATS_PATH = "meta/stats.json"
 TASKS_PATH = "meta/tasks.parquet"
 
-# robopipe's intermediates, in results/{dataset}/: a shard job's rows (in shards/{shard}/), and
-# where an aggregate_video job put each episode of its file
-SHARD_DATA = "data.parquet"
-VIDEO_EPISODES_PATH = "video_episodes/{video_key}/" + CHUNK_FILE_PATTERN + ".json"
+# robopipe's workflow outputs, as Snakemake templates: the rules' outputs and the code that
+# names them use these. {chunk} and {file} are 3-digit strings (format with :func:`chunk_file`).
+RESULTS_DIR = "results/{dataset}"
+PLAN_FILE = RESULTS_DIR + "/plan.json"
+SHARD_DIR = RESULTS_DIR + "/shards/{shard}"
+SHARD_DATA = "data.parquet"  # a shard job's rows, in SHARD_DIR
+STAGING_DIR = RESULTS_DIR + "/staging"
+STAGED_META_DIR = STAGING_DIR + "/meta"
+STAGED_DATA_FILE = STAGING_DIR + "/data/chunk-{chunk}/file-{file}.parquet"
+STAGED_VIDEO_FILE = STAGING_DIR + "/videos/{video_key}/chunk-{chunk}/file-{file}.mp4"
+# where an aggregate_video job put each episode of its file (relative to RESULTS_DIR)
+VIDEO_EPISODES = "video_episodes/{video_key}/chunk-{chunk}/file-{file}.json"
+VIDEO_EPISODES_FILE = RESULTS_DIR + "/" + VIDEO_EPISODES
+VALIDATION_FILE = RESULTS_DIR + "/validation.json"
+PUBLISHED_DIR = RESULTS_DIR + "/v3.0"
+PUBLISHED_INFO = PUBLISHED_DIR + "/" + "meta/info.json"
+LOG_FILE = "results/logs/{dataset}/{step}.log"
+JOB_STATS_FILE = "results/jobs/{dataset}/{step}.tsv"  # Snakemake's benchmark: TSV of a job
+BENCH_DIR = "results/bench/{dataset}"
 
 # lerobot 0.6.1 datasets/utils.py:88-90
 DEFAULT_DATA_FILE_SIZE_IN_MB = 100
@@ -49,11 +64,10 @@ def video_path(video_key: str, chunk_index: int, file_index: int) -> str:
     return VIDEO_PATH.format(video_key=video_key, chunk_index=chunk_index, file_index=file_index)
 
 
-def video_episodes_path(video_key: str, chunk_index: int, file_index: int) -> str:
-    """Relative path of the episodes JSON beside a video file's aggregate job (intermediate)."""
-    return VIDEO_EPISODES_PATH.format(
-        video_key=video_key, chunk_index=chunk_index, file_index=file_index
-    )
+def chunk_file(chunk_index: int, file_index: int) -> dict[str, str]:
+    """The ``{chunk}`` and ``{file}`` wildcards of a workflow template, e.g.
+    ``STAGED_DATA_FILE.format(dataset="x", **chunk_file(0, 3))``."""
+    return {"chunk": f"{chunk_index:03d}", "file": f"{file_index:03d}"}
 
 
 def episodes_path(chunk_index: int, file_index: int) -> str:

@@ -7,15 +7,15 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-import yaml
 
 from robopipe.bench.ceiling import measure_ceiling
 from robopipe.bench.h264 import make_h264_copy
-from robopipe.bench.runner import Settings, run_multi_node, run_scenario, write_result
+from robopipe.bench.runner import Settings, run_multi_node, run_scenario
 from robopipe.loading import MapDataset
+from robopipe.results import scenario_schema, write_scenario_result
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = yaml.safe_load((REPO / "workflow/schemas/bench_result.schema.yaml").read_text())
+SCHEMA = scenario_schema()
 QUICK = Settings(batch_size=4, warmup_batches=2, steady_s=0.5, probe_samples=8, shuffle_buffer=16)
 LEROBOT_PYTHON = REPO / ".venv-lerobot/bin/python"
 
@@ -37,7 +37,7 @@ def test_scenario_result_follows_schema(v30, tmp_path, scenario):
     assert result["frames"] == result["samples"] * frames_per_sample
     assert result["decoder_cache"]["misses"] >= 2
     assert result["fetch_share"] + result["decode_share"] == pytest.approx(1)
-    write_result(result, tmp_path / "r.json", tmp_path / "r.csv")
+    write_scenario_result(result, tmp_path / "r.json", tmp_path / "r.csv")
     header, row = (tmp_path / "r.csv").read_text().splitlines()
     assert "latency_ms_p99" in header.split(",") and len(header.split(",")) == len(row.split(","))
     assert json.loads((tmp_path / "r.json").read_text()) == result

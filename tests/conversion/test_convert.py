@@ -9,12 +9,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.conversion.serial import convert_dataset
-from robopipe.errors import DatasetError
-from robopipe.layout import data_path, video_path
 from robopipe.conversion.meta import write_episodes
-from robopipe.formats.v21_reader import load_source
+from robopipe.conversion.serial import convert_dataset
 from robopipe.conversion.validate import validate
+from robopipe.errors import DatasetError
+from robopipe.formats.v21_reader import load_source
+from robopipe.layout import data_path, video_path
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def rollover(make_v21, tmp_path_factory):
         data_file_size_in_mb=0.004,
         video_file_size_in_mb=0.02,
         chunks_size=3,
-        episodes_per_batch=2,
+        episodes_per_shard=2,
         validate_frames="all",
     )
     return load_source(source_dir, "demo"), plan, out
@@ -44,12 +44,12 @@ def _decode_all(path):
 
 def test_streams_roll_over_into_several_files_and_chunks(rollover):
     _, plan, out = rollover
-    data_files = {tuple(e["data"]) for e in plan["episodes"]}
+    data_files = {tuple(e.data) for e in plan.episodes}
     assert len(data_files) >= 4 and max(c for c, _ in data_files) >= 1
-    for key in plan["video_keys"]:
-        assert len({tuple(e["videos"][key]) for e in plan["episodes"]}) >= 2
+    for key in plan.video_keys:
+        assert len({tuple(e.videos[key]) for e in plan.episodes}) >= 2
     assert sorted(p.relative_to(out).as_posix() for p in out.glob("data/*/*.parquet")) == sorted(
-        data_path(f["chunk"], f["file"]) for f in plan["files"]["data"]
+        data_path(f.chunk, f.file) for f in plan.data_files
     )
 
 
@@ -61,9 +61,9 @@ def test_data_rows_equal_the_source_rows(rollover):
     )
     assert converted.schema.names == original.schema.names
     assert converted.equals(original)
-    for ep in plan["episodes"]:
-        table = pq.read_table(out / data_path(*ep["data"]))
-        assert ep["episode_index"] in table.column("episode_index").to_pylist()
+    for ep in plan.episodes:
+        table = pq.read_table(out / data_path(*ep.data))
+        assert ep.episode_index in table.column("episode_index").to_pylist()
 
 
 def test_every_frame_is_bit_identical_to_the_source(rollover):
@@ -71,10 +71,10 @@ def test_every_frame_is_bit_identical_to_the_source(rollover):
     meta = pa.concat_tables(
         pq.read_table(p) for p in sorted(out.glob("meta/episodes/*/*.parquet"))
     ).to_pylist()
-    for key in plan["video_keys"]:
+    for key in plan.video_keys:
         decoded = {}
-        for ep, row in zip(plan["episodes"], meta, strict=True):
-            path = out / video_path(key, *ep["videos"][key])
+        for ep, row in zip(plan.episodes, meta, strict=True):
+            path = out / video_path(key, *ep.videos[key])
             frames = decoded.setdefault(path, _decode_all(path))
             start = row[f"videos/{key}/from_timestamp"]
             ours = [
@@ -82,10 +82,10 @@ def test_every_frame_is_bit_identical_to_the_source(rollover):
                 for ts, f in frames
                 if start - 1e-6 <= ts < row[f"videos/{key}/to_timestamp"] - 1e-6
             ]
-            theirs = [f for _, f in _decode_all(source.video_file(ep["source_episode_index"], key))]
-            assert len(ours) == len(theirs) == ep["length"]
+            theirs = [f for _, f in _decode_all(source.video_file(ep.source_episode_index, key))]
+            assert len(ours) == len(theirs) == ep.length
             for k, (a, b) in enumerate(zip(ours, theirs, strict=True)):
-                assert np.array_equal(a, b), f"episode {ep['episode_index']} frame {k} {key}"
+                assert np.array_equal(a, b), f"episode {ep.episode_index} frame {k} {key}"
 
 
 def test_episode_rows_follow_lerobot(rollover):
@@ -94,12 +94,12 @@ def test_episode_rows_follow_lerobot(rollover):
     table = pa.concat_tables(pq.read_table(p) for p in files)
     rows = table.to_pylist()
     assert [r["episode_index"] for r in rows] == list(range(12))
-    key = plan["video_keys"][0]
-    for r, ep, legacy in zip(rows, plan["episodes"], source.episodes, strict=True):
+    key = plan.video_keys[0]
+    for r, ep, legacy in zip(rows, plan.episodes, source.episodes, strict=True):
         assert r["length"] == legacy["length"] and r["tasks"] == legacy["tasks"]
         assert (r["dataset_from_index"], r["dataset_to_index"]) == (
-            ep["dataset_from_index"],
-            ep["dataset_to_index"],
+            ep.dataset_from_index,
+            ep.dataset_to_index,
         )
         assert r[f"videos/{key}/to_timestamp"] - r[f"videos/{key}/from_timestamp"] == (
             pytest.approx(legacy["length"] / 30, abs=1e-9)

@@ -24,7 +24,7 @@ def test_restamped_conversion_validates(shared_datasets, tmp_path):
         name="cr5",
         restamp_timestamps=True,
     )
-    assert plan["total_frames"] == 18039 and len(plan["episodes"]) == 81
+    assert plan.total_frames == 18039 and len(plan.episodes) == 81
     table = pq.read_table(tmp_path / "v3.0/data/chunk-000/file-000.parquet")
     frame_index = table.column("frame_index").to_numpy()
     timestamp = table.column("timestamp").to_numpy()

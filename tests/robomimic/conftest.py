@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from robopipe.conversion.serial import convert_dataset
-from robopipe.robomimic.to_v21 import RobomimicOptions, convert_robomimic
 from robopipe.robomimic.generate import generate_robomimic
+from robopipe.robomimic.to_v21 import RobomimicOptions, convert_robomimic
 
 # 12 demos (demo_10 and demo_11 sort after demo_9 only numerically), 2 cameras 32x48
 GENERATED = dict(demos=12, height=32, width=48, min_length=8, max_length=16, seed=3)
@@ -33,7 +33,7 @@ def convert(tmp_path_factory):
             v21 = convert_robomimic(
                 hdf5, root / "v21", name=name, options=RobomimicOptions(**options)
             )
-            convert_dataset(v21, root / "v3.0", name=name, episodes_per_batch=5)
+            convert_dataset(v21, root / "v3.0", name=name, episodes_per_shard=5)
             cache[key] = (v21, root / "v3.0")
         return cache[key]
 

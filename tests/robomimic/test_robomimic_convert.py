@@ -13,8 +13,8 @@ import torch
 
 from robopipe.errors import DatasetError
 from robopipe.loading import MapDataset
-from robopipe.robomimic.to_v21 import RobomimicOptions, assemble, make_plan
 from robopipe.robomimic.dataset import CACHE_MODES, RobomimicDataset, seq_length_delta_timestamps
+from robopipe.robomimic.to_v21 import RobomimicOptions, assemble, make_plan
 
 SEQ_LENGTH = 4
 

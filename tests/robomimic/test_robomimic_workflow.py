@@ -10,12 +10,12 @@ import pytest
 
 from robopipe.bench.runner import Settings, run_scenario
 from robopipe.conversion.serial import convert_dataset
-from robopipe.robomimic.to_v21 import RobomimicOptions, convert_robomimic
 from robopipe.robomimic.generate import generate_robomimic
+from robopipe.robomimic.to_v21 import RobomimicOptions, convert_robomimic
 
 GENERATE = {"demos": 7, "height": 32, "width": 48, "min_length": 10, "max_length": 20}
 OPTIONS = {"codec": "h264_lossless", "demos_per_batch": 3}
-CONVERSION = {"episodes_per_batch": 4}
+CONVERSION = {"episodes_per_shard": 4}
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ ROLLOVER = {
     "data_file_size_in_mb": 0.004,
     "video_file_size_in_mb": 0.02,
     "chunks_size": 3,
-    "episodes_per_batch": 2,
+    "episodes_per_shard": 2,
 }
 
 
@@ -33,9 +33,9 @@ def test_dry_run_lists_every_shard_and_aggregate_job(source, tmp_path, run_snake
     result = run_snakemake(tmp_path, _config(source, **ROLLOVER), "-n", "--quiet", "rules")
     plan = convert_dataset(source, tmp_path / "ref", name="ds", **ROLLOVER, validate=False)
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.M))
-    assert int(counts["shard"]) == len(plan["shards"])
-    assert int(counts["aggregate_data"]) == len(plan["files"]["data"])
-    assert int(counts["aggregate_video"]) == sum(len(f) for f in plan["files"]["videos"].values())
+    assert int(counts["shard"]) == len(plan.shards)
+    assert int(counts["aggregate_data"]) == len(plan.data_files)
+    assert int(counts["aggregate_video"]) == sum(len(f) for f in plan.video_files.values())
     assert not (tmp_path / "results").exists()
 
 
@@ -68,7 +68,7 @@ def test_bad_input_stops_the_run_with_a_clear_message(make_v21, tmp_path, run_sn
 def test_a_killed_run_resumes_without_redoing_finished_shards(
     source, tmp_path, snakemake_cmd, file_tree
 ):
-    config = _config(source, **{**ROLLOVER, "episodes_per_batch": 1})
+    config = _config(source, **{**ROLLOVER, "episodes_per_shard": 1})
     reference = tmp_path / "uninterrupted"
     subprocess.run(
         snakemake_cmd(reference, config, "--cores", "1", "convert"), check=True, capture_output=True

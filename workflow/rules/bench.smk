@@ -31,7 +31,7 @@ rule bench_scenario:
 
 rule bench_ceiling:
     input:
-        dataset="results/{dataset}/v3.0",
+        dataset=PUBLISHED_INFO,
     output:
         json="results/bench/{dataset}/ceiling.json",
     log:
@@ -50,9 +50,9 @@ rule bench_ceiling:
 
 rule h264_copy:
     input:
-        dataset="results/{dataset}/v3.0",
+        dataset=PUBLISHED_INFO,
     output:
-        dataset=directory("results/{dataset}/h264"),
+        dataset="results/{dataset}/h264/meta/info.json",
     log:
         "results/logs/{dataset}/h264_copy/h264.log",
     benchmark:

@@ -8,13 +8,21 @@ from snakemake.utils import validate
 
 from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, expand_matrix, parse_scenario
 from robopipe.demo import demo_cameras
+from robopipe.conversion.options import ConversionOptions
+from robopipe.conversion.plan import load_plan, make_plan
 from robopipe.layout import (
-    DEFAULT_TOLERANCE_S,
-    data_path,
-    video_episodes_path,
-    video_path,
+    JOB_STATS_FILE,
+    LOG_FILE,
+    PLAN_FILE,
+    PUBLISHED_INFO,
+    SHARD_DIR,
+    STAGED_DATA_FILE,
+    STAGED_META_DIR,
+    STAGED_VIDEO_FILE,
+    VALIDATION_FILE,
+    VIDEO_EPISODES_FILE,
+    chunk_file,
 )
-from robopipe.conversion.plan import PlanOptions, load_plan, make_plan
 from robopipe.formats.v21_reader import load_source
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -25,16 +33,6 @@ if not config.get("datasets"):
 ROBOPIPE_ENV = "../../envs/robopipe.yaml"
 
 SOURCE_KINDS = ("path", "repo_id", "demo", "robomimic")
-CONVERSION_DEFAULTS = {
-    "data_file_size_in_mb": PlanOptions.data_file_size_in_mb,
-    "video_file_size_in_mb": PlanOptions.video_file_size_in_mb,
-    "chunks_size": PlanOptions.chunks_size,
-    "episodes_per_batch": PlanOptions.episodes_per_batch,
-    "skip_episodes": [],
-    "restamp_timestamps": False,
-    "tolerance_s": DEFAULT_TOLERANCE_S,
-    "validate_frames": "sample",
-}
 
 
 def exit_promptly():
@@ -85,35 +83,21 @@ def source_dir(name):
 
 
 def conversion_options(name):
-    """The dataset's conversion settings: defaults < config `conversion` < the dataset's own."""
-    return {
-        **CONVERSION_DEFAULTS,
-        **config.get("conversion", {}),
-        **config["datasets"][name].get("conversion", {}),
-    }
-
-
-def plan_options(name):
-    options = conversion_options(name)
-    return PlanOptions(
-        data_file_size_in_mb=options["data_file_size_in_mb"],
-        video_file_size_in_mb=options["video_file_size_in_mb"],
-        chunks_size=options["chunks_size"],
-        episodes_per_batch=options["episodes_per_batch"],
-        skip_episodes=tuple(options["skip_episodes"]),
+    """The dataset's ConversionOptions: defaults < config `conversion` < the dataset's own."""
+    return ConversionOptions.from_config(
+        config.get("conversion"), config["datasets"][name].get("conversion")
     )
 
 
 @functools.cache
 def _local_plan(name):
     # the plan job reads episodes_stats.jsonl (check_stats); the DAG needs no stats
-    return make_plan(
-        load_source(source_dir(name), name), plan_options(name), check_stats=False
-    )
+    source = load_source(source_dir(name), name)
+    return make_plan(source, conversion_options(name), check_stats=False)
 
 
 def plan_of(name):
-    """The conversion plan of a dataset.
+    """The conversion Plan of a dataset.
 
     A local source is planned while the DAG is built (metadata and file sizes only), so
     `snakemake -n` lists every shard and aggregate job; other sources are made by a rule
@@ -130,44 +114,49 @@ def plan_source_input(wildcards):
     return [source_dir(wildcards.dataset)]
 
 
-def shard_dir(dataset, shard_id):
-    return f"results/{dataset}/shards/{shard_id}"
-
-
 def all_video_episodes(wildcards):
     """Where each episode landed in each video file: the aggregate_video jobs' JSON."""
     return [
-        f"results/{wildcards.dataset}/{video_episodes_path(key, f['chunk'], f['file'])}"
-        for key, key_files in plan_of(wildcards.dataset)["files"]["videos"].items()
-        for f in key_files
+        VIDEO_EPISODES_FILE.format(
+            dataset=wildcards.dataset, video_key=key, **chunk_file(f.chunk, f.file)
+        )
+        for key, files in plan_of(wildcards.dataset).video_files.items()
+        for f in files
     ]
 
 
 def data_file_shards(wildcards):
-    plan = plan_of(wildcards.dataset)
-    for f in plan["files"]["data"]:
-        if (f["chunk"], f["file"]) == (int(wildcards.chunk), int(wildcards.file)):
-            return [shard_dir(wildcards.dataset, s) for s in f["shards"]]
-    raise ValueError(
-        f"plan of {wildcards.dataset} has no data file {wildcards.chunk}/{wildcards.file}"
+    """The shard folders a data file is made of, in order."""
+    planned = plan_of(wildcards.dataset).data_file(
+        int(wildcards.chunk), int(wildcards.file)
     )
+    return [
+        SHARD_DIR.format(dataset=wildcards.dataset, shard=s) for s in planned.shards
+    ]
 
 
 def staged_files(wildcards):
     """Every data and video file of the dataset, in its staging folder."""
     plan = plan_of(wildcards.dataset)
-    root = f"results/{wildcards.dataset}/staging"
     files = [
-        f"{root}/{data_path(f['chunk'], f['file'])}" for f in plan["files"]["data"]
+        STAGED_DATA_FILE.format(
+            dataset=wildcards.dataset, **chunk_file(f.chunk, f.file)
+        )
+        for f in plan.data_files
     ]
-    for key, key_files in plan["files"]["videos"].items():
-        files += [f"{root}/{video_path(key, f['chunk'], f['file'])}" for f in key_files]
+    for key, key_files in plan.video_files.items():
+        files += [
+            STAGED_VIDEO_FILE.format(
+                dataset=wildcards.dataset, video_key=key, **chunk_file(f.chunk, f.file)
+            )
+            for f in key_files
+        ]
     return files
 
 
 def converted_datasets():
-    """The published v3.0 folders of every configured dataset."""
-    return expand("results/{dataset}/v3.0", dataset=dataset_names())
+    """The published v3.0 datasets of every configured dataset (their info.json)."""
+    return expand(PUBLISHED_INFO, dataset=dataset_names())
 
 
 def source_of(wildcards):
@@ -176,8 +165,8 @@ def source_of(wildcards):
 
 
 def conversion_of(wildcards):
-    """params: the dataset's conversion settings."""
-    return conversion_options(wildcards.dataset)
+    """params: the dataset's conversion settings (config keys)."""
+    return conversion_options(wildcards.dataset).to_dict()
 
 
 def demo_options(wildcards):
@@ -201,23 +190,19 @@ def conversion_benchmarks(name):
     The demo rule's time is left out: generating the demo is not part of a conversion.
     """
     plan = plan_of(name)
-    root = f"results/jobs/{name}"
-    tsvs = [
-        f"{root}/{step}/{step}.tsv" for step in ("plan", "meta", "validate", "publish")
-    ]
+    steps = ["plan/plan", "meta/meta", "validate/validate", "publish/publish"]
     if source_kind(name) == "repo_id":
-        tsvs.append(f"{root}/fetch/fetch.tsv")
-    tsvs += [f"{root}/shard/{s['id']}.tsv" for s in plan["shards"]]
-    tsvs += [
-        f"{root}/aggregate_data/chunk-{f['chunk']:03d}_file-{f['file']:03d}.tsv"
-        for f in plan["files"]["data"]
+        steps.append("fetch/fetch")
+    steps += [f"shard/{s.id}" for s in plan.shards]
+    steps += [
+        f"aggregate_data/chunk-{f.chunk:03d}_file-{f.file:03d}" for f in plan.data_files
     ]
-    tsvs += [
-        f"{root}/aggregate_video/{key}_chunk-{f['chunk']:03d}_file-{f['file']:03d}.tsv"
-        for key, files in plan["files"]["videos"].items()
+    steps += [
+        f"aggregate_video/{key}_chunk-{f.chunk:03d}_file-{f.file:03d}"
+        for key, files in plan.video_files.items()
         for f in files
     ]
-    return tsvs
+    return [JOB_STATS_FILE.format(dataset=name, step=step) for step in steps]
 
 
 def report_inputs(wildcards):
@@ -264,8 +249,8 @@ def all_bench_results():
 def bench_dataset_input(wildcards):
     """The dataset a scenario reads: the H.264 copy for cuda decode, else the v3.0 output."""
     if parse_scenario(wildcards.scenario).decode == "cuda":
-        return f"results/{wildcards.dataset}/h264"
-    return f"results/{wildcards.dataset}/v3.0"
+        return f"results/{wildcards.dataset}/h264/meta/info.json"
+    return PUBLISHED_INFO.format(dataset=wildcards.dataset)
 
 
 def bench_settings(wildcards):

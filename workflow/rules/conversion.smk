@@ -1,15 +1,16 @@
 # v2.1 -> v3.0: plan, one job per shard, one per final file, meta, validate, publish.
+# Every path is a template of robopipe.layout, shared with the code.
 
 
 checkpoint plan:
     input:
         plan_source_input,
     output:
-        plan="results/{dataset}/plan.json",
+        plan=PLAN_FILE,
     log:
-        "results/logs/{dataset}/plan.log",
+        LOG_FILE.format(dataset="{dataset}", step="plan"),
     benchmark:
-        "results/jobs/{dataset}/plan/plan.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="plan/plan")
     conda:
         ROBOPIPE_ENV
     params:
@@ -21,18 +22,15 @@ checkpoint plan:
 
 rule shard:
     input:
-        plan="results/{dataset}/plan.json",
+        plan=PLAN_FILE,
     output:
-        directory("results/{dataset}/shards/{shard}"),
+        directory(SHARD_DIR),
     log:
-        "results/logs/{dataset}/shard/{shard}.log",
+        LOG_FILE.format(dataset="{dataset}", step="shard/{shard}"),
     benchmark:
-        "results/jobs/{dataset}/shard/{shard}.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="shard/{shard}")
     conda:
         ROBOPIPE_ENV
-    params:
-        source=source_of,
-        options=conversion_of,
     script:
         "../scripts/shard.py"
 
@@ -41,11 +39,15 @@ rule aggregate_data:
     input:
         data_file_shards,
     output:
-        "results/{dataset}/staging/data/chunk-{chunk}/file-{file}.parquet",
+        STAGED_DATA_FILE,
     log:
-        "results/logs/{dataset}/aggregate_data/chunk-{chunk}_file-{file}.log",
+        LOG_FILE.format(
+            dataset="{dataset}", step="aggregate_data/chunk-{chunk}_file-{file}"
+        ),
     benchmark:
-        "results/jobs/{dataset}/aggregate_data/chunk-{chunk}_file-{file}.tsv"
+        JOB_STATS_FILE.format(
+            dataset="{dataset}", step="aggregate_data/chunk-{chunk}_file-{file}"
+        )
     conda:
         ROBOPIPE_ENV
     script:
@@ -54,74 +56,75 @@ rule aggregate_data:
 
 rule aggregate_video:
     input:
-        plan="results/{dataset}/plan.json",
+        plan=PLAN_FILE,
     output:
-        video="results/{dataset}/staging/videos/{video_key}/chunk-{chunk}/file-{file}.mp4",
-        episodes="results/{dataset}/video_episodes/{video_key}/chunk-{chunk}/file-{file}.json",
+        video=STAGED_VIDEO_FILE,
+        episodes=VIDEO_EPISODES_FILE,
     log:
-        "results/logs/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.log",
+        LOG_FILE.format(
+            dataset="{dataset}",
+            step="aggregate_video/{video_key}_chunk-{chunk}_file-{file}",
+        ),
     benchmark:
-        "results/jobs/{dataset}/aggregate_video/{video_key}_chunk-{chunk}_file-{file}.tsv"
+        JOB_STATS_FILE.format(
+            dataset="{dataset}",
+            step="aggregate_video/{video_key}_chunk-{chunk}_file-{file}",
+        )
     conda:
         ROBOPIPE_ENV
-    params:
-        source=source_of,
     script:
         "../scripts/aggregate_video.py"
 
 
 rule meta:
     input:
-        plan="results/{dataset}/plan.json",
+        plan=PLAN_FILE,
         video_episodes=all_video_episodes,
     output:
-        directory("results/{dataset}/staging/meta"),
+        directory(STAGED_META_DIR),
     log:
-        "results/logs/{dataset}/meta.log",
+        LOG_FILE.format(dataset="{dataset}", step="meta"),
     benchmark:
-        "results/jobs/{dataset}/meta/meta.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="meta/meta")
     conda:
         ROBOPIPE_ENV
-    params:
-        source=source_of,
-        options=conversion_of,
     script:
         "../scripts/meta.py"
 
 
 rule validate:
     input:
-        plan="results/{dataset}/plan.json",
-        meta="results/{dataset}/staging/meta",
+        plan=PLAN_FILE,
+        meta=STAGED_META_DIR,
         files=staged_files,
     output:
-        "results/{dataset}/validation.json",
+        VALIDATION_FILE,
     log:
-        "results/logs/{dataset}/validate.log",
+        LOG_FILE.format(dataset="{dataset}", step="validate"),
     benchmark:
-        "results/jobs/{dataset}/validate/validate.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="validate/validate")
     conda:
         ROBOPIPE_ENV
     threads: 8  # one video file per thread; capped by --cores (the SLURM profile sets 2)
-    params:
-        source=source_of,
-        options=conversion_of,
     script:
         "../scripts/validate.py"
 
 
+# The declared output is the dataset's meta/info.json, not the folder: a directory() output
+# would get Snakemake's hidden .snakemake_timestamp, and a published dataset holds only
+# meta/, data/ and videos/. The script moves the whole folder into place at once.
 rule publish:
     input:
-        validation="results/{dataset}/validation.json",
-        plan="results/{dataset}/plan.json",
-        meta="results/{dataset}/staging/meta",
+        validation=VALIDATION_FILE,
+        plan=PLAN_FILE,
+        meta=STAGED_META_DIR,
         files=staged_files,
     output:
-        directory("results/{dataset}/v3.0"),
+        PUBLISHED_INFO,
     log:
-        "results/logs/{dataset}/publish.log",
+        LOG_FILE.format(dataset="{dataset}", step="publish"),
     benchmark:
-        "results/jobs/{dataset}/publish/publish.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="publish/publish")
     conda:
         ROBOPIPE_ENV
     script:

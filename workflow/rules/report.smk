@@ -10,6 +10,8 @@
 # From common.smk: dataset_names(), and report_inputs(wildcards) -> {"bench": [scenario JSONs],
 # "ceilings": [ceiling JSON], "conversion": [benchmark TSVs], "lerobot": [existing JSONs]}.
 
+from robopipe.bench.scenarios import snakemake_pattern
+
 # One dataset's figures, each an SVG (registered below) and a PNG; robopipe.report.FIGURES.
 REPORT_FIGURES = [
     "throughput",
@@ -22,12 +24,9 @@ REPORT_FIGURES = [
     "conversion_shards",
     "lerobot_convert",
 ]
-# Scenario cards, {loader}_{source}_{mode}_{decode}_w{workers}_n{nodes}.svg: every loader
-# name is two words joined by "_", a source is one word, a mode may contain "_".
-REPORT_SCENARIO_CARD = (
-    "{loader,[a-z0-9]+_[a-z0-9]+}_{source,[a-z0-9]+}_{mode,[^/]+}_{decode,cpu|cuda}"
-    "_w{workers,[0-9]+}_n{nodes,[0-9]+}.svg"
-)
+# Scenario cards, {loader}_{source}_{mode}_{decode}_w{workers}_n{nodes}.svg: the grammar of
+# robopipe.bench.scenarios, the one place it is defined.
+REPORT_SCENARIO_CARD = snakemake_pattern(".svg")
 
 
 rule report_dataset:

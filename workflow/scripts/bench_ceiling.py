@@ -7,7 +7,7 @@ from robopipe.bench.ceiling import measure_ceiling
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
-    root = Path(snakemake.input.dataset)
+    root = Path(snakemake.input.dataset).parents[1]  # <dataset>/meta/info.json
     result = measure_ceiling(str(root), snakemake.wildcards.dataset, frames=snakemake.params.frames)
     write_json(snakemake.output.json, result)
     log.info("%s", result)

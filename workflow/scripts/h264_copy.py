@@ -6,6 +6,7 @@ from robopipe.bench.h264 import make_h264_copy
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
-    root = Path(snakemake.input.dataset)
-    make_h264_copy(root, snakemake.output.dataset, **snakemake.params.options)
-    log.info("H.264 copy of %s in %s", root, snakemake.output.dataset)
+    root = Path(snakemake.input.dataset).parents[1]  # <dataset>/meta/info.json
+    copy = Path(snakemake.output.dataset).parents[1]
+    make_h264_copy(root, copy, **snakemake.params.options)
+    log.info("H.264 copy of %s in %s", root, copy)

@@ -1,20 +1,19 @@
 """Snakemake job: write meta/ (info, tasks, episodes, stats) of the staged v3.0 dataset."""
 
 from robopipe.atomic import atomic_path
-from robopipe.jobs import logged
 from robopipe.conversion.meta import write_meta
 from robopipe.conversion.plan import load_plan
 from robopipe.formats.v21_reader import load_source
+from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     plan = load_plan(snakemake.input.plan)
-    source = load_source(snakemake.params.source, snakemake.wildcards.dataset)
     with atomic_path(snakemake.output[0]) as tmp:
         write_meta(
-            source,
+            load_source(plan.source, plan.dataset),
             plan,
             snakemake.input.video_episodes,
             tmp,
-            restamp_timestamps=snakemake.params.options["restamp_timestamps"],
+            restamp_timestamps=plan.options.restamp_timestamps,
         )
     log.info("wrote %s", snakemake.output[0])

@@ -2,10 +2,11 @@
 
 from pathlib import Path
 
-from robopipe.jobs import logged
 from robopipe.conversion.plan import load_plan
 from robopipe.conversion.publish import publish
+from robopipe.jobs import logged
 
 with logged(snakemake) as log:
-    publish(Path(snakemake.input.meta).parent, load_plan(snakemake.input.plan), snakemake.output[0])
-    log.info("published %s", snakemake.output[0])
+    final = Path(snakemake.output[0]).parents[1]  # the declared output is <v3.0>/meta/info.json
+    publish(Path(snakemake.input.meta).parent, load_plan(snakemake.input.plan), final)
+    log.info("published %s", final)

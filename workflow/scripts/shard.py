@@ -1,19 +1,18 @@
 """Snakemake job: pack one shard of episodes (results/{dataset}/shards/{shard}/)."""
 
-from robopipe.jobs import logged
 from robopipe.conversion.plan import load_plan
 from robopipe.conversion.shard import build_shard
 from robopipe.formats.v21_reader import load_source
+from robopipe.jobs import logged
 
 with logged(snakemake) as log:
-    opts = snakemake.params.options
-    source = load_source(snakemake.params.source, snakemake.wildcards.dataset)
+    plan = load_plan(snakemake.input.plan)
     build_shard(
-        source,
-        load_plan(snakemake.input.plan),
+        load_source(plan.source, plan.dataset),
+        plan,
         snakemake.wildcards.shard,
         snakemake.output[0],
-        restamp_timestamps=opts["restamp_timestamps"],
-        tolerance_s=opts["tolerance_s"],
+        restamp_timestamps=plan.options.restamp_timestamps,
+        tolerance_s=plan.options.tolerance_s,
     )
     log.info("wrote %s", snakemake.output[0])

@@ -3,19 +3,19 @@
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.jobs import logged
 from robopipe.conversion.plan import load_plan
-from robopipe.formats.v21_reader import load_source
 from robopipe.conversion.validate import validate
+from robopipe.formats.v21_reader import load_source
+from robopipe.jobs import logged
 
 with logged(snakemake) as log:
-    opts = snakemake.params.options
+    plan = load_plan(snakemake.input.plan)
     summary = validate(
-        load_source(snakemake.params.source, snakemake.wildcards.dataset),
-        load_plan(snakemake.input.plan),
+        load_source(plan.source, plan.dataset),
+        plan,
         Path(snakemake.input.meta).parent,
-        frames=opts["validate_frames"],
-        tolerance_s=opts["tolerance_s"],
+        frames=plan.options.validate_frames,
+        tolerance_s=plan.options.tolerance_s,
         threads=snakemake.threads,
     )
     write_json(snakemake.output[0], summary)

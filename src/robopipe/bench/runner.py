@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import json
 import logging
 import os
@@ -26,7 +25,6 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
-from robopipe.atomic import atomic_path, write_json
 from robopipe.bench.measure import ZeroSamplesError, measure_latency, measure_throughput
 from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
@@ -34,6 +32,7 @@ from robopipe.bench.servers import serve_http, serve_s3
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading import MapDataset, StreamingDataset, mode_delta_timestamps, read_meta
 from robopipe.ranks import current_node
+from robopipe.results import write_scenario_result
 
 log = logging.getLogger(__name__)
 LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")
@@ -335,22 +334,6 @@ def run_multi_node(
     }
 
 
-def write_result(result: dict, json_path: str | Path, csv_path: str | Path) -> None:
-    """The result as JSON and as a one-row CSV of its scalar fields (nested dicts flattened
-    with ``_``: ``latency_ms_p50``, ``decoder_cache_hits``; the ``ranks`` list left out)."""
-    write_json(json_path, result)
-    row = {}
-    for key, value in result.items():
-        if isinstance(value, dict):
-            row.update({f"{key}_{k}": v for k, v in value.items()})
-        elif not isinstance(value, list):
-            row[key] = value
-    with atomic_path(csv_path) as tmp, open(tmp, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(row))
-        writer.writeheader()
-        writer.writerow(row)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Command line: run one scenario (one rank) and write JSON + CSV; exit 1 on failure."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -377,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ZeroSamplesError, ValueError, RuntimeError) as err:
         print(f"robopipe bench: {args.dataset}/{args.scenario}: {err}", file=sys.stderr)
         return 1
-    write_result(result, args.json, args.csv)
+    write_scenario_result(result, args.json, args.csv)
     log.info("%s: %.1f samples/s", args.scenario, result["samples_per_s"])
     return 0
 

@@ -30,6 +30,18 @@ WILDCARD_CONSTRAINTS = {
         rf"_(?:{'|'.join(DECODES)})_w\d+_n\d+"
     ),
 }
+
+
+def snakemake_pattern(suffix: str = "") -> str:
+    """The scenario grammar as a Snakemake output pattern with one named wildcard per axis
+    (``{loader}``, ``{source}``, ``{mode}``, ``{decode}``, ``{workers}``, ``{nodes}``), each
+    constrained as :data:`SCENARIO` constrains it, followed by ``suffix`` (e.g. ``".svg"``)."""
+    return (
+        f"{{loader,{'|'.join(LOADERS)}}}_{{source,{'|'.join(SOURCES)}}}_{{mode,{MODE_PATTERN}}}"
+        f"_{{decode,{'|'.join(DECODES)}}}_w{{workers,[0-9]+}}_n{{nodes,[0-9]+}}{suffix}"
+    )
+
+
 SCENARIO = re.compile(
     rf"^(?P<loader>{'|'.join(LOADERS)})_(?P<source>{'|'.join(SOURCES)})_(?P<mode>{MODE_PATTERN})"
     rf"_(?P<decode>{'|'.join(DECODES)})_w(?P<workers>\d+)_n(?P<nodes>\d+)$"

@@ -11,8 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from robopipe.atomic import atomic_path, write_json
-from robopipe.layout import SHARD_DATA
+from robopipe.conversion.plan import Plan
 from robopipe.formats.v21_reader import V21Source
+from robopipe.layout import SHARD_DATA
 from robopipe.video import VideoError, concat_videos
 
 
@@ -43,7 +44,7 @@ def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
 
 def aggregate_video(
     source: V21Source,
-    plan: dict,
+    plan: Plan,
     video_key: str,
     chunk: int,
     file: int,
@@ -63,28 +64,26 @@ def aggregate_video(
             than the file's first episode), or its frame count differs from the episode's
             parquet rows.
     """
-    episodes = [e for e in plan["episodes"] if e["videos"][video_key] == [chunk, file]]
+    episodes = [e for e in plan.episodes if e.videos[video_key] == (chunk, file)]
     if not episodes:
         raise ValueError(f"plan has no {video_key} file chunk {chunk} file {file}")
-    inputs = [source.video_file(e["source_episode_index"], video_key) for e in episodes]
+    inputs = [source.video_file(e.source_episode_index, video_key) for e in episodes]
     with atomic_path(output) as tmp:
         try:
             remuxed = concat_videos(inputs, tmp)
         except VideoError as exc:
             ep = episodes[inputs.index(exc.path)]
-            raise source.error(
-                exc.reason, episode=ep["source_episode_index"], file=exc.path
-            ) from exc
+            raise source.error(exc.reason, episode=ep.source_episode_index, file=exc.path) from exc
         for ep, path, result in zip(episodes, inputs, remuxed, strict=True):
-            if result.frames != ep["length"]:
+            if result.frames != ep.length:
                 raise source.error(
-                    f"{result.frames} frames in the mp4 but {ep['length']} rows in the parquet",
-                    episode=ep["source_episode_index"],
+                    f"{result.frames} frames in the mp4 but {ep.length} rows in the parquet",
+                    episode=ep.source_episode_index,
                     file=path,
                 )
     time_base = str(remuxed[0].time_base)
     landed = [
-        {"episode_index": ep["episode_index"], "duration_ticks": r.duration_ticks}
+        {"episode_index": ep.episode_index, "duration_ticks": r.duration_ticks}
         for ep, r in zip(episodes, remuxed, strict=True)
     ]
     write_json(

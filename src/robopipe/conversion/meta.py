@@ -17,6 +17,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
+from robopipe.conversion.plan import Plan, PlannedEpisode
+from robopipe.conversion.stats import aggregate_stats
+from robopipe.formats.v21_reader import V21Source
 from robopipe.layout import (
     DATA_PATH,
     DEFAULT_DATA_FILE_SIZE_IN_MB,
@@ -27,8 +30,6 @@ from robopipe.layout import (
     episodes_path,
     next_chunk_file,
 )
-from robopipe.formats.v21_reader import V21Source
-from robopipe.conversion.stats import aggregate_stats
 
 # lerobot 0.6.1 writes one episodes file, and refuses one whose table exceeds this
 # (io_utils.py:190-208, DEFAULT_DATA_FILE_SIZE_IN_MB, not the converter's argument).
@@ -54,7 +55,7 @@ INFO_KEYS = (
 
 def write_meta(
     source: V21Source,
-    plan: dict,
+    plan: Plan,
     video_episodes: list[Path],
     meta_dir: Path,
     *,
@@ -74,10 +75,10 @@ def write_meta(
     meta_dir = Path(meta_dir)
     durations, time_bases = _video_durations(plan, video_episodes)
     stats = [
-        episode_stats(source, ep, restamp_timestamps=restamp_timestamps) for ep in plan["episodes"]
+        episode_stats(source, ep, restamp_timestamps=restamp_timestamps) for ep in plan.episodes
     ]
     rows = episode_rows(source, plan, durations, time_bases, stats)
-    write_episodes(rows, meta_dir, plan["options"]["chunks_size"])
+    write_episodes(rows, meta_dir, plan.options.chunks_size)
     write_tasks(source.tasks, meta_dir / _in_meta(TASKS_PATH))
     write_json(meta_dir / _in_meta(STATS_PATH), aggregate_stats(stats))
     write_json(meta_dir / _in_meta(INFO_PATH), convert_info(source.info, plan))
@@ -87,7 +88,7 @@ def _in_meta(path: str) -> Path:
     return Path(path).relative_to("meta")
 
 
-def convert_info(info: dict, plan: dict) -> dict:
+def convert_info(info: dict, plan: Plan) -> dict:
     """v3.0 info.json from the v2.1 one (lerobot 0.6.1 ``convert_info``, :442-461).
 
     ``codebase_version`` becomes ``v3.0``; ``total_chunks``/``total_videos`` go; the size
@@ -105,40 +106,40 @@ def convert_info(info: dict, plan: dict) -> dict:
         "codebase_version": "v3.0",
         "fps": fps,
         "features": features,
-        "data_files_size_in_mb": plan["options"]["data_file_size_in_mb"],
-        "video_files_size_in_mb": plan["options"]["video_file_size_in_mb"],
+        "data_files_size_in_mb": plan.options.data_file_size_in_mb,
+        "video_files_size_in_mb": plan.options.video_file_size_in_mb,
         "data_path": DATA_PATH,
         "video_path": VIDEO_PATH if info.get("video_path") else None,
     }
-    if plan["options"]["skip_episodes"]:
-        n = len(plan["episodes"])
+    if plan.options.skip_episodes:
+        n = len(plan.episodes)
         converted["total_episodes"] = n
-        converted["total_frames"] = plan["total_frames"]
+        converted["total_frames"] = plan.total_frames
         converted["splits"] = {"train": f"0:{n}"}
     return {key: converted[key] for key in INFO_KEYS if key in converted}
 
 
-def episode_stats(source: V21Source, ep: dict, *, restamp_timestamps: bool) -> dict:
+def episode_stats(source: V21Source, ep: PlannedEpisode, *, restamp_timestamps: bool) -> dict:
     """An output episode's stats: its ``episodes_stats.jsonl`` entry, with the ``timestamp``
     stats of ``frame_index / fps`` (float32, as the column) when timestamps were restamped,
     computed as lerobot 0.3's ``compute_episode_stats`` (min/max/mean/std with keepdims,
     count)."""
-    stats = dict(source.episodes_stats[ep["source_episode_index"]])
+    stats = dict(source.episodes_stats[ep.source_episode_index])
     if restamp_timestamps and "timestamp" in stats:
-        ts = (np.arange(ep["length"]) / source.fps).astype(np.float32)
+        ts = (np.arange(ep.length) / source.fps).astype(np.float32)
         stats["timestamp"] = {
             "min": [float(ts.min())],
             "max": [float(ts.max())],
             "mean": [float(ts.mean())],
             "std": [float(ts.std())],
-            "count": [int(ep["length"])],
+            "count": [int(ep.length)],
         }
     return stats
 
 
 def episode_rows(
     source: V21Source,
-    plan: dict,
+    plan: Plan,
     durations: dict[str, list[int]],
     time_bases: dict[str, Fraction],
     stats: list[dict],
@@ -151,31 +152,31 @@ def episode_rows(
     ``convert_videos_of_camera``, :313-381), ``to_timestamp = from + duration``, seconds.
     Stats columns are ``stats/{feature}/{stat}`` from ``stats[i]`` (:func:`episode_stats`).
     """
-    offsets = {key: (None, 0) for key in plan["video_keys"]}
+    offsets = {key: (None, 0) for key in plan.video_keys}
     rows = []
-    for ep in plan["episodes"]:
-        legacy = source.episodes[ep["source_episode_index"]]
+    for ep in plan.episodes:
+        legacy = source.episodes[ep.source_episode_index]
         row = {
-            "episode_index": ep["episode_index"],
-            "data/chunk_index": ep["data"][0],
-            "data/file_index": ep["data"][1],
-            "dataset_from_index": ep["dataset_from_index"],
-            "dataset_to_index": ep["dataset_to_index"],
+            "episode_index": ep.episode_index,
+            "data/chunk_index": ep.data[0],
+            "data/file_index": ep.data[1],
+            "dataset_from_index": ep.dataset_from_index,
+            "dataset_to_index": ep.dataset_to_index,
         }
-        for key in plan["video_keys"]:
-            row[f"videos/{key}/chunk_index"] = ep["videos"][key][0]
-            row[f"videos/{key}/file_index"] = ep["videos"][key][1]
+        for key in plan.video_keys:
+            row[f"videos/{key}/chunk_index"] = ep.videos[key][0]
+            row[f"videos/{key}/file_index"] = ep.videos[key][1]
             current_file, start = offsets[key]
-            if current_file != ep["videos"][key]:
+            if current_file != ep.videos[key]:
                 start = 0
-            end = start + durations[key][ep["episode_index"]]
+            end = start + durations[key][ep.episode_index]
             row[f"videos/{key}/from_timestamp"] = float(start * time_bases[key])
             row[f"videos/{key}/to_timestamp"] = float(end * time_bases[key])
-            offsets[key] = (ep["videos"][key], end)
+            offsets[key] = (ep.videos[key], end)
         for column, value in legacy.items():
             if column != "episode_index":
                 row[column] = value
-        for feature, feature_stats in stats[ep["episode_index"]].items():
+        for feature, feature_stats in stats[ep.episode_index].items():
             for stat, value in feature_stats.items():
                 row[f"stats/{feature}/{stat}"] = value
         rows.append(row)
@@ -223,9 +224,9 @@ def write_tasks(tasks: list[str], path: Path) -> None:
 
 
 def _video_durations(
-    plan: dict, video_episodes: list[Path]
+    plan: Plan, video_episodes: list[Path]
 ) -> tuple[dict[str, list[int]], dict[str, Fraction]]:
-    durations = {key: [0] * len(plan["episodes"]) for key in plan["video_keys"]}
+    durations = {key: [0] * len(plan.episodes) for key in plan.video_keys}
     time_bases = {}
     for path in video_episodes:
         landed = json.loads(Path(path).read_text("utf-8"))

@@ -8,7 +8,7 @@ file already holds an episode. Data sizes are the source parquet's uncompressed 
 and columns), video sizes the mp4's size on disk, both in MiB. ``(chunk, file)`` advance with
 :func:`robopipe.layout.next_chunk_file`.
 
-Shards group at most ``episodes_per_batch`` consecutive episodes and never straddle a final
+Shards group at most ``episodes_per_shard`` consecutive episodes and never straddle a final
 file of any stream, so each final file is made from whole shards.
 
 The plan reads only metadata (``meta/*.json*``, parquet footers, file sizes), so it is cheap
@@ -19,53 +19,204 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from robopipe.layout import data_path, next_chunk_file, video_path
+from robopipe.atomic import write_json
+from robopipe.conversion.options import ConversionOptions
 from robopipe.formats.v21_reader import V21Source
+from robopipe.layout import data_path, next_chunk_file, video_path
 
 MIB = 2**20
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 
 
 @dataclass(frozen=True)
-class PlanOptions:
-    """Conversion settings that shape the plan.
+class PlannedEpisode:
+    """One episode of the output and where it goes.
 
     Attributes:
-        data_file_size_in_mb: rollover threshold of data files, MiB (lerobot default 100).
-        video_file_size_in_mb: rollover threshold of each camera's video files, MiB (default 200).
-        chunks_size: files per ``chunk-XXX`` directory (lerobot's ``DEFAULT_CHUNK_SIZE``, 1000).
-        episodes_per_batch: most episodes in one shard job.
-        skip_episodes: source episode indices left out; the kept episodes are renumbered
-            ``0..N-1`` in source order (v3.0 requires contiguous episode indices).
+        episode_index: the output (v3.0) index, ``0..N-1``.
+        source_episode_index: the v2.1 index it comes from.
+        length: frames (rows).
+        dataset_from_index: global index of its first frame in the output.
+        dataset_to_index: global index one past its last frame.
+        data: ``(chunk, file)`` of the data file holding it.
+        videos: camera (video key) -> ``(chunk, file)`` of the video file holding it.
     """
 
-    data_file_size_in_mb: float = 100
-    video_file_size_in_mb: float = 200
-    chunks_size: int = 1000
-    episodes_per_batch: int = 250
-    skip_episodes: tuple[int, ...] = ()
+    episode_index: int
+    source_episode_index: int
+    length: int
+    dataset_from_index: int
+    dataset_to_index: int
+    data: tuple[int, int]
+    videos: dict[str, tuple[int, int]]
 
 
-def make_plan(source: V21Source, options: PlanOptions, *, check_stats: bool = True) -> dict:
-    """Plan the conversion of ``source``.
+@dataclass(frozen=True)
+class Shard:
+    """Consecutive output episodes ``first..stop-1`` packed by one shard job.
 
-    Returns a JSON-serialisable dict::
+    Attributes:
+        id: ``shard-NNNNNN``, in episode order.
+        first: the first output episode index.
+        stop: one past the last output episode index.
+    """
 
-        {"version", "dataset", "source", "fps", "video_keys", "options": {...},
-         "total_frames",
-         "episodes": [{"episode_index", "source_episode_index", "length",
-                       "dataset_from_index", "dataset_to_index",
-                       "data": [chunk, file], "videos": {video_key: [chunk, file]}}],
-         "shards": [{"id": "shard-000000", "episodes": [first, last + 1]}],
-         "files": {"data": [{"chunk", "file", "shards": [id, ...]}],
-                   "videos": {video_key: [{"chunk", "file", "shards": [...]}]}}}
+    id: str
+    first: int
+    stop: int
 
-    ``episode_index`` is the output index, ``source_episode_index`` the v2.1 one. With
-    ``check_stats`` (the default) ``episodes_stats.jsonl`` is read too, so that a missing or
-    incomplete file stops the run before any shard job; the workflow's parse-time plan of a
+
+@dataclass(frozen=True)
+class PlannedFile:
+    """One final data or video file: ``chunk-{chunk:03d}/file-{file:03d}`` and the shards,
+    in order, whose episodes it holds."""
+
+    chunk: int
+    file: int
+    shards: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The conversion plan of one dataset (``results/{dataset}/plan.json``).
+
+    Attributes:
+        dataset: the dataset's name in the config.
+        source: absolute path of the v2.1 source folder.
+        fps: frames per second of every episode.
+        video_keys: the cameras, in ``info.json`` order.
+        options: the conversion's settings.
+        total_frames: frames of all kept episodes.
+        episodes: the kept episodes in output order.
+        shards: the shard jobs, in episode order.
+        data_files: the final data files, in order.
+        video_files: camera -> its final video files, in order.
+        version: the plan format, :data:`PLAN_VERSION`.
+    """
+
+    dataset: str
+    source: str
+    fps: int
+    video_keys: list[str]
+    options: ConversionOptions
+    total_frames: int
+    episodes: list[PlannedEpisode]
+    shards: list[Shard]
+    data_files: list[PlannedFile]
+    video_files: dict[str, list[PlannedFile]]
+    version: int = field(default=PLAN_VERSION)
+
+    def shard(self, shard_id: str) -> Shard:
+        """The shard with this id. Raises ``KeyError`` if the plan has none."""
+        for shard in self.shards:
+            if shard.id == shard_id:
+                return shard
+        raise KeyError(f"plan of dataset {self.dataset!r} has no shard {shard_id!r}")
+
+    def shard_episodes(self, shard_id: str) -> list[PlannedEpisode]:
+        """The episodes of one shard, in order."""
+        shard = self.shard(shard_id)
+        return self.episodes[shard.first : shard.stop]
+
+    def data_file(self, chunk: int, file: int) -> PlannedFile:
+        """The final data file ``(chunk, file)``. Raises ``KeyError`` if not planned."""
+        for f in self.data_files:
+            if (f.chunk, f.file) == (chunk, file):
+                return f
+        raise KeyError(f"plan of dataset {self.dataset!r} has no data file {chunk}/{file}")
+
+    def file_paths(self) -> list[str]:
+        """Relative paths of every data and video file the plan makes, data first."""
+        paths = [data_path(f.chunk, f.file) for f in self.data_files]
+        for key, files in self.video_files.items():
+            paths += [video_path(key, f.chunk, f.file) for f in files]
+        return paths
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict; :meth:`from_json` reads it back."""
+        return {
+            "version": self.version,
+            "dataset": self.dataset,
+            "source": self.source,
+            "fps": self.fps,
+            "video_keys": self.video_keys,
+            "options": self.options.to_dict(),
+            "total_frames": self.total_frames,
+            "episodes": [
+                {
+                    **vars(e),
+                    "data": list(e.data),
+                    "videos": {k: list(v) for k, v in e.videos.items()},
+                }
+                for e in self.episodes
+            ],
+            "shards": [{"id": s.id, "episodes": [s.first, s.stop]} for s in self.shards],
+            "files": {
+                "data": [_file_json(f) for f in self.data_files],
+                "videos": {k: [_file_json(f) for f in fs] for k, fs in self.video_files.items()},
+            },
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict) -> Plan:
+        """The plan of a :meth:`to_json` dict. Raises ``ValueError`` for another plan version."""
+        if obj.get("version") != PLAN_VERSION:
+            raise ValueError(
+                f"plan version {obj.get('version')} is not {PLAN_VERSION}: rerun the plan step"
+            )
+        return cls(
+            dataset=obj["dataset"],
+            source=obj["source"],
+            fps=obj["fps"],
+            video_keys=list(obj["video_keys"]),
+            options=ConversionOptions.from_config(obj["options"]),
+            total_frames=obj["total_frames"],
+            episodes=[
+                PlannedEpisode(
+                    **{
+                        **e,
+                        "data": tuple(e["data"]),
+                        "videos": {k: tuple(v) for k, v in e["videos"].items()},
+                    }
+                )
+                for e in obj["episodes"]
+            ],
+            shards=[Shard(s["id"], *s["episodes"]) for s in obj["shards"]],
+            data_files=[_file_of(f) for f in obj["files"]["data"]],
+            video_files={k: [_file_of(f) for f in fs] for k, fs in obj["files"]["videos"].items()},
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Write the plan as JSON to ``path`` atomically."""
+        write_json(path, self.to_json(), indent=None)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read a plan written by :meth:`Plan.save` (``results/{dataset}/plan.json``).
+
+    Raises:
+        ValueError: the file holds a plan of another version.
+    """
+    return Plan.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def _file_json(f: PlannedFile) -> dict:
+    return {"chunk": f.chunk, "file": f.file, "shards": list(f.shards)}
+
+
+def _file_of(obj: dict) -> PlannedFile:
+    return PlannedFile(obj["chunk"], obj["file"], tuple(obj["shards"]))
+
+
+def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: bool = True) -> Plan:
+    """Plan the conversion of ``source``: each kept episode's output index, frames and files,
+    the shards, and the final files.
+
+    With ``check_stats`` (the default) ``episodes_stats.jsonl`` is read too, so that a missing
+    or incomplete file stops the run before any shard job; the workflow's parse-time plan of a
     local source leaves that to the ``plan`` job.
 
     Raises:
@@ -112,43 +263,34 @@ def make_plan(source: V21Source, options: PlanOptions, *, check_stats: bool = Tr
     episodes, start = [], 0
     for new_index, (src_index, length) in enumerate(zip(kept, lengths, strict=True)):
         episodes.append(
-            {
-                "episode_index": new_index,
-                "source_episode_index": src_index,
-                "length": length,
-                "dataset_from_index": start,
-                "dataset_to_index": start + length,
-                "data": list(data_files[new_index]),
-                "videos": {key: list(files[new_index]) for key, files in video_files.items()},
-            }
+            PlannedEpisode(
+                episode_index=new_index,
+                source_episode_index=src_index,
+                length=length,
+                dataset_from_index=start,
+                dataset_to_index=start + length,
+                data=data_files[new_index],
+                videos={key: files[new_index] for key, files in video_files.items()},
+            )
         )
         start += length
 
-    shards = make_shards(episodes, options.episodes_per_batch)
-    return {
-        "version": PLAN_VERSION,
-        "dataset": source.name,
-        "source": str(source.root.resolve()),
-        "fps": source.fps,
-        "video_keys": source.video_keys,
-        "options": {
-            "data_file_size_in_mb": options.data_file_size_in_mb,
-            "video_file_size_in_mb": options.video_file_size_in_mb,
-            "chunks_size": options.chunks_size,
-            "episodes_per_batch": options.episodes_per_batch,
-            "skip_episodes": sorted(skip),
+    shards = make_shards(episodes, options.episodes_per_shard)
+    return Plan(
+        dataset=source.name,
+        source=str(source.root.resolve()),
+        fps=source.fps,
+        video_keys=list(source.video_keys),
+        options=options,
+        total_frames=start,
+        episodes=episodes,
+        shards=shards,
+        data_files=_files_of_stream(episodes, shards, lambda e: e.data),
+        video_files={
+            key: _files_of_stream(episodes, shards, lambda e, k=key: e.videos[k])
+            for key in source.video_keys
         },
-        "total_frames": start,
-        "episodes": episodes,
-        "shards": shards,
-        "files": {
-            "data": _files_of_stream(episodes, shards, lambda e: e["data"]),
-            "videos": {
-                key: _files_of_stream(episodes, shards, lambda e, k=key: e["videos"][k])
-                for key in source.video_keys
-            },
-        },
-    }
+    )
 
 
 def assign_files(sizes_mb: list[float], limit_mb: float, chunks_size: int) -> list[tuple[int, int]]:
@@ -173,32 +315,36 @@ def assign_files(sizes_mb: list[float], limit_mb: float, chunks_size: int) -> li
     return assignment
 
 
-def make_shards(episodes: list[dict], episodes_per_batch: int) -> list[dict]:
-    """Cut the episodes into shards of at most ``episodes_per_batch`` consecutive episodes.
+def make_shards(episodes: list[PlannedEpisode], episodes_per_shard: int) -> list[Shard]:
+    """Cut the episodes into shards of at most ``episodes_per_shard`` consecutive episodes.
 
     A new shard starts wherever the data file or any camera's file changes, so no shard
     straddles a final file. Shard ids are ``shard-NNNNNN`` in episode order.
+
+    Raises:
+        ValueError: ``episodes_per_shard`` is below 1.
     """
-    if episodes_per_batch < 1:
-        raise ValueError(f"episodes_per_batch must be >= 1, got {episodes_per_batch}")
-    shards, first, previous = [], 0, None
+    if episodes_per_shard < 1:
+        raise ValueError(f"episodes_per_shard must be >= 1, got {episodes_per_shard}")
+    bounds, first, previous = [], 0, None
     for ep in episodes:
-        files = (tuple(ep["data"]), *(tuple(f) for f in ep["videos"].values()))
-        index = ep["episode_index"]
-        if previous is not None and (files != previous or index - first >= episodes_per_batch):
-            shards.append([first, index])
+        files = (ep.data, *ep.videos.values())
+        index = ep.episode_index
+        if previous is not None and (files != previous or index - first >= episodes_per_shard):
+            bounds.append((first, index))
             first = index
         previous = files
-    shards.append([first, episodes[-1]["episode_index"] + 1])
-    return [{"id": f"shard-{i:06d}", "episodes": bounds} for i, bounds in enumerate(shards)]
+    bounds.append((first, episodes[-1].episode_index + 1))
+    return [Shard(f"shard-{i:06d}", lo, hi) for i, (lo, hi) in enumerate(bounds)]
 
 
-def _files_of_stream(episodes: list[dict], shards: list[dict], file_of) -> list[dict]:
+def _files_of_stream(
+    episodes: list[PlannedEpisode], shards: list[Shard], file_of
+) -> list[PlannedFile]:
     files: dict[tuple[int, int], list[str]] = {}
     for shard in shards:
-        chunk, file = file_of(episodes[shard["episodes"][0]])
-        files.setdefault((chunk, file), []).append(shard["id"])
-    return [{"chunk": c, "file": f, "shards": ids} for (c, f), ids in files.items()]
+        files.setdefault(file_of(episodes[shard.first]), []).append(shard.id)
+    return [PlannedFile(c, f, tuple(ids)) for (c, f), ids in files.items()]
 
 
 def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, float]:
@@ -218,24 +364,3 @@ def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, 
         for col in range(row_group.num_columns):
             size += row_group.column(col).total_uncompressed_size
     return metadata.num_rows, size / MIB
-
-
-def planned_files(plan: dict) -> list[str]:
-    """Relative paths of the data and video files the plan makes."""
-    paths = [data_path(f["chunk"], f["file"]) for f in plan["files"]["data"]]
-    for key, files in plan["files"]["videos"].items():
-        paths += [video_path(key, f["chunk"], f["file"]) for f in files]
-    return paths
-
-
-def shard_of(plan: dict, shard_id: str) -> dict:
-    """The shard entry with this id; ``KeyError`` if the plan has none."""
-    for shard in plan["shards"]:
-        if shard["id"] == shard_id:
-            return shard
-    raise KeyError(f"plan of dataset {plan['dataset']!r} has no shard {shard_id!r}")
-
-
-def load_plan(path: str | Path) -> dict:
-    """Read a plan written by :func:`make_plan` (``results/{dataset}/plan.json``)."""
-    return json.loads(Path(path).read_text(encoding="utf-8"))

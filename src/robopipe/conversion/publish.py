@@ -6,10 +6,10 @@ import shutil
 from pathlib import Path
 
 from robopipe.atomic import atomic_path, link_or_copy
-from robopipe.conversion.plan import planned_files
+from robopipe.conversion.plan import Plan
 
 
-def publish(staging: Path, plan: dict, final: Path) -> None:
+def publish(staging: Path, plan: Plan, final: Path) -> None:
     """Make ``final`` the planned data and video files plus ``meta/`` of ``staging``.
 
     Files are hard-linked where the file system allows (no bytes copied), else copied. The
@@ -25,6 +25,6 @@ def publish(staging: Path, plan: dict, final: Path) -> None:
             copy_function=link_or_copy,
             ignore=shutil.ignore_patterns(".*"),  # Snakemake's .snakemake_timestamp
         )
-        for rel in planned_files(plan):
+        for rel in plan.file_paths():
             (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
             link_or_copy(staging / rel, tmp / rel)

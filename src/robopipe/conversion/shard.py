@@ -6,10 +6,10 @@ renumbered only when episodes are skipped; ``timestamp`` rewritten as ``frame_in
 only with ``restamp_timestamps``).
 
 Video is not touched here: each final video file is remuxed once, straight from the episode
-mp4s, by its aggregate job (:func:`robopipe.conversion.aggregate.aggregate_video`), which also checks each
-mp4's frame count against the episode's rows. A second pass through an intermediate shard mp4
-would double the packet copying for no parallelism, since one job writes each final file
-either way; probing every mp4 here as well would open each file twice.
+mp4s, by its aggregate job (:func:`robopipe.conversion.aggregate.aggregate_video`), which also
+checks each mp4's frame count against the episode's rows. A second pass through an
+intermediate shard mp4 would double the packet copying for no parallelism, since one job
+writes each final file either way; probing every mp4 here as well would open each file twice.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path
-from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA
-from robopipe.conversion.plan import shard_of
+from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.formats.v21_reader import V21Source
+from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA
 
 
 def build_shard(
     source: V21Source,
-    plan: dict,
+    plan: Plan,
     shard_id: str,
     out_dir: Path,
     *,
@@ -43,9 +43,8 @@ def build_shard(
             first episode's; its timestamps are off ``frame_index / fps`` by more than
             ``tolerance_s`` (without ``restamp_timestamps``).
     """
-    first, stop = shard_of(plan, shard_id)["episodes"]
-    episodes = plan["episodes"][first:stop]
-    renumber = bool(plan["options"]["skip_episodes"])
+    episodes = plan.shard_episodes(shard_id)
+    renumber = bool(plan.options.skip_episodes)
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
         tables = [
@@ -55,19 +54,19 @@ def build_shard(
         for ep, table in zip(episodes, tables, strict=True):
             if not table.schema.equals(schema):
                 raise source.error(
-                    f"columns differ from episode {episodes[0]['source_episode_index']}'s: "
+                    f"columns differ from episode {episodes[0].source_episode_index}'s: "
                     f"{table.schema} vs {schema}",
-                    episode=ep["source_episode_index"],
-                    file=source.data_file(ep["source_episode_index"]),
+                    episode=ep.source_episode_index,
+                    file=source.data_file(ep.source_episode_index),
                 )
         # uncompressed: the shard is read once, by aggregate_data, which compresses the output
         pq.write_table(pa.concat_tables(tables), tmp / SHARD_DATA, compression="none")
 
 
 def _episode_table(
-    source: V21Source, ep: dict, renumber: bool, restamp: bool, tolerance_s: float
+    source: V21Source, ep: PlannedEpisode, renumber: bool, restamp: bool, tolerance_s: float
 ) -> pa.Table:
-    src_index = ep["source_episode_index"]
+    src_index = ep.source_episode_index
     path = source.data_file(src_index)
     try:
         table = pq.ParquetFile(path).read()
@@ -92,10 +91,10 @@ def _episode_table(
     if renumber:
         n = table.num_rows
         index_type = table.schema.field("index").type
-        start = ep["dataset_from_index"]
+        start = ep.dataset_from_index
         table = _set_column(table, "index", pa.array(np.arange(start, start + n), index_type))
         episode = pc.cast(
-            pa.array(np.full(n, ep["episode_index"])), table.schema.field("episode_index").type
+            pa.array(np.full(n, ep.episode_index)), table.schema.field("episode_index").type
         )
         table = _set_column(table, "episode_index", episode)
     return table

@@ -3,8 +3,8 @@
 Items have LeRobotDataset's keys and shapes; see ``robopipe.loading.items``.
 """
 
-from robopipe.loading.map_dataset import MapDataset
 from robopipe.formats.v30_reader import DatasetMeta, read_meta
+from robopipe.loading.map_dataset import MapDataset
 from robopipe.loading.streaming import StreamingDataset
 from robopipe.loading.windows import mode_delta_timestamps
 

@@ -18,9 +18,9 @@ import numpy as np
 import torch
 from fsspec.implementations.local import LocalFileSystem
 
+from robopipe.formats.v30_reader import DatasetMeta, read_meta
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.decoder import Counters, DecoderCache
-from robopipe.formats.v30_reader import DatasetMeta, read_meta
 from robopipe.loading.windows import check_delta_timestamps, delta_indices, window_rows
 
 IMAGE_DTYPES = ("uint8", "float32")

@@ -8,9 +8,9 @@ import numpy as np
 import torch.utils.data
 
 from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import read_data_file
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.items import ItemReader
-from robopipe.formats.v30_reader import read_data_file
 
 
 class MapDataset(torch.utils.data.Dataset):

@@ -19,9 +19,9 @@ from collections import OrderedDict
 import numpy as np
 import torch.utils.data
 
+from robopipe.formats.v30_reader import read_data_file
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.items import ItemReader
-from robopipe.formats.v30_reader import read_data_file
 from robopipe.loading.partition import assign_episodes, group_episodes_by_files
 
 DATA_FILES_KEPT = 2  # data files held per stream (LRU), parsed to numpy

@@ -1,9 +1,8 @@
 """Load the result files the report consumes into pandas tables.
 
-Inputs follow the contract between the benchmark and the report (``notes/BENCH_CONTRACT.md``):
-scenario JSONs ``results/bench/{dataset}/{scenario}.json``, the decode ceiling
-``results/bench/{dataset}/ceiling.json``, Snakemake ``benchmark:`` TSVs
-``results/jobs/{dataset}/{rule}/{name}.tsv`` and the optional
+Inputs: scenario JSONs ``results/bench/{dataset}/{scenario}.json`` (schema and reader in
+:mod:`robopipe.results`), the decode ceiling ``results/bench/{dataset}/ceiling.json``,
+Snakemake ``benchmark:`` TSVs ``results/jobs/{dataset}/{rule}/{name}.tsv`` and the optional
 ``results/bench/{dataset}/lerobot_convert.json``.
 """
 
@@ -15,38 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from robopipe.bench.scenarios import LOADERS
 from robopipe.errors import DatasetError
+from robopipe.results import loaders, read_scenario_result, scenario_fields
 
-SCENARIO_FIELDS = (
-    "dataset",
-    "scenario",
-    "loader",
-    "source",
-    "mode",
-    "decode",
-    "workers",
-    "nodes",
-    "batch_size",
-    "image_dtype",
-    "samples",
-    "frames",
-    "steady_wall_s",
-    "samples_per_s",
-    "frames_per_s",
-    "frames_per_s_per_node",
-    "single_process_samples_per_s",
-    "fetch_share",
-    "decode_share",
-    "first_batch_latency_s",
-    "latency_ms",
-    "peak_rss_mb",
-    "shuffle_randomness",
-    "decoder_cache",
-    "cpu_fallback",
-    "device",
-    "ranks",
-)
+SCENARIO_FIELDS = scenario_fields()
+LOADERS = loaders()
 
 CEILING_FIELDS = (
     "dataset",
@@ -97,7 +69,10 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     """
     rows = []
     for path in paths:
-        record = _read_json(dataset, path, SCENARIO_FIELDS)
+        try:
+            record = read_scenario_result(path)
+        except ValueError as exc:
+            raise DatasetError(dataset, str(exc), file=path) from None
         if record["dataset"] != dataset:
             raise DatasetError(
                 dataset, f"result file is for dataset {record['dataset']!r}", file=path

@@ -25,9 +25,9 @@ import h5py
 
 from robopipe.atomic import atomic_path, link_or_copy, write_json
 from robopipe.errors import DatasetError
+from robopipe.formats.v21_writer import V21Writer, write_parts_meta
 from robopipe.layout import DEFAULT_CHUNK_SIZE
 from robopipe.robomimic.hdf5 import RobomimicFile
-from robopipe.formats.v21_writer import V21Writer, write_parts_meta
 
 PART_FILE = "part.json"
 DEMO_COLUMN = "robomimic/demo"

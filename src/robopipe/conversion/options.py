@@ -1,0 +1,79 @@
+"""The settings of one v2.1 -> v3.0 conversion, with every default declared once."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from robopipe.layout import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_DATA_FILE_SIZE_IN_MB,
+    DEFAULT_TOLERANCE_S,
+    DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+)
+
+
+@dataclass(frozen=True)
+class ConversionOptions:
+    """How a dataset is converted. The workflow builds it from config with :meth:`from_config`;
+    the config keys are these field names (``workflow/schemas/config.schema.yaml``).
+
+    Attributes:
+        data_file_size_in_mb: a data file rolls over before an episode that would bring it to
+            this size, MiB of the source parquet's uncompressed size (lerobot 0.6.1 default 100).
+        video_file_size_in_mb: the same for each camera's video files, MiB on disk (lerobot
+            default 200).
+        chunks_size: files per ``chunk-XXX`` directory (lerobot's ``DEFAULT_CHUNK_SIZE``, 1000).
+        episodes_per_shard: most episodes in one shard job (robopipe's unit of parallelism).
+        skip_episodes: source episode indices left out; the kept episodes are renumbered
+            ``0..N-1`` in source order (v3.0 requires contiguous episode indices).
+        restamp_timestamps: rewrite ``timestamp`` as ``frame_index / fps``, seconds.
+        tolerance_s: allowed ``|timestamp - frame_index / fps|``, seconds (lerobot 0.6.1
+            ``LeRobotDataset`` default 1e-4).
+        validate_frames: ``"sample"``: compare the first, middle and last frame of every episode
+            and camera with the source; ``"all"``: every frame.
+    """
+
+    data_file_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB
+    video_file_size_in_mb: float = DEFAULT_VIDEO_FILE_SIZE_IN_MB
+    chunks_size: int = DEFAULT_CHUNK_SIZE
+    episodes_per_shard: int = 250
+    skip_episodes: tuple[int, ...] = ()
+    restamp_timestamps: bool = False
+    tolerance_s: float = DEFAULT_TOLERANCE_S
+    validate_frames: Literal["sample", "all"] = "sample"
+
+    def __post_init__(self) -> None:
+        if self.episodes_per_shard < 1:
+            raise ValueError(f"episodes_per_shard must be >= 1, got {self.episodes_per_shard}")
+        if self.validate_frames not in ("sample", "all"):
+            raise ValueError(
+                f"validate_frames must be 'sample' or 'all', not {self.validate_frames!r}"
+            )
+        object.__setattr__(self, "skip_episodes", tuple(sorted(set(self.skip_episodes))))
+
+    @classmethod
+    def from_config(cls, *layers: dict | None) -> ConversionOptions:
+        """The options of config ``conversion:`` mappings, later layers overriding earlier ones
+        (the workflow passes the top-level ``conversion:`` then the dataset's own).
+
+        Raises:
+            ValueError: a key is not a field of this class, or a value is out of range.
+        """
+        merged: dict = {}
+        for layer in layers:
+            merged.update(layer or {})
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(merged) - names)
+        if unknown:
+            raise ValueError(f"unknown conversion option(s): {', '.join(unknown)}")
+        if "skip_episodes" in merged:
+            merged["skip_episodes"] = tuple(merged["skip_episodes"])
+        return cls(**merged)
+
+    def to_dict(self) -> dict:
+        """The options as JSON-ready config keys (``skip_episodes`` as a list)."""
+        out = dataclasses.asdict(self)
+        out["skip_episodes"] = list(self.skip_episodes)
+        return out
