@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from robopipe.atomic import atomic_path
+from robopipe.cli import add_keyword_flags, keyword_values
 from robopipe.formats.v21_writer import V21Writer
 from robopipe.layout import V21_INFO_PATH
 
@@ -207,32 +208,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         prog="python -m robopipe.demo", description=__doc__.split("\n")[0]
     )
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--cameras", type=int, default=2, help="number of cameras")
-    parser.add_argument("--codec", choices=("libsvtav1", "h264"), default="libsvtav1")
-    parser.add_argument("--height", type=int, default=96)
-    parser.add_argument("--width", type=int, default=128)
-    parser.add_argument("--fps", type=int, default=30)
-    parser.add_argument("--min-length", type=int, default=150)
-    parser.add_argument("--max-length", type=int, default=250)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--preset", type=int, default=None, help="libsvtav1 preset")
+    add_keyword_flags(parser, generate_demo, skip=("cameras", "tasks"))
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     start = time.perf_counter()
-    root = generate_demo(
-        args.out_dir,
-        episodes=args.episodes,
-        cameras=demo_cameras(args.cameras),
-        height=args.height,
-        width=args.width,
-        fps=args.fps,
-        min_length=args.min_length,
-        max_length=args.max_length,
-        codec=args.codec,
-        seed=args.seed,
-        preset=args.preset,
-    )
+    options = keyword_values(args, generate_demo) | {"cameras": demo_cameras(args.cameras)}
+    root = generate_demo(args.out_dir, **options)
     seconds = time.perf_counter() - start
     info = json.loads((root / V21_INFO_PATH).read_text())
     codecs = sorted({ft["info"]["video.codec"] for ft in info["features"].values() if "info" in ft})

@@ -47,6 +47,12 @@ def test_workflow_output_equals_the_in_process_conversion(
     published = file_tree(tmp_path / "results/ds/v3.0")
     assert published == file_tree(tmp_path / "ref")
     assert len([p for p in published if p.startswith("videos/")]) >= 4
+    everything = [
+        p.relative_to(tmp_path / "results/ds/v3.0")
+        for p in (tmp_path / "results/ds/v3.0").rglob("*")
+    ]
+    assert {p.parts[0] for p in everything} == {"meta", "data", "videos"}  # nothing hidden
+    assert not [p for p in everything if p.name.startswith(".")]
     validation = json.loads((tmp_path / "results/ds/validation.json").read_text())
     assert validation["episodes"] == 12
     assert (tmp_path / "results/jobs/ds/shard/shard-000000.tsv").is_file()

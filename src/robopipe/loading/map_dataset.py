@@ -9,7 +9,6 @@ import torch.utils.data
 
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_data_file
-from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.items import ItemReader
 
 
@@ -24,9 +23,9 @@ class MapDataset(torch.utils.data.Dataset):
     Args:
         url: dataset root (a local path, or any fsspec URL).
         name: dataset name for error messages (default: the folder name).
-        delta_timestamps, image_dtype, decode_device, tolerance_s, decoder_cache_size,
-        seek_mode: see ``ItemReader``.
         storage_options: fsspec options for ``url``.
+        **item_options: ``ItemReader``'s keywords (``delta_timestamps``, ``image_dtype``,
+            ``decode_device``, ``tolerance_s``, ``decoder_cache_size``, ``seek_mode``).
 
     Raises:
         DatasetError: missing or inconsistent files (``index`` column not 0..n-1).
@@ -37,24 +36,11 @@ class MapDataset(torch.utils.data.Dataset):
         url: str,
         *,
         name: str | None = None,
-        delta_timestamps: dict[str, list[float]] | None = None,
-        image_dtype: str = "uint8",
-        decode_device: str = "cpu",
-        tolerance_s: float = DEFAULT_TOLERANCE_S,
-        decoder_cache_size: int = 16,
-        seek_mode: str = "approximate",
         storage_options: dict | None = None,
+        **item_options,
     ) -> None:
         self.reader = ItemReader.from_url(
-            url,
-            name=name,
-            storage_options=storage_options,
-            delta_timestamps=delta_timestamps,
-            image_dtype=image_dtype,
-            decode_device=decode_device,
-            tolerance_s=tolerance_s,
-            decoder_cache_size=decoder_cache_size,
-            seek_mode=seek_mode,
+            url, name=name, storage_options=storage_options, **item_options
         )
         self.meta = self.reader.meta
         self.columns = _read_all_data(self.meta)

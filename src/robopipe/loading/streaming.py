@@ -20,7 +20,6 @@ import numpy as np
 import torch.utils.data
 
 from robopipe.formats.v30_reader import read_data_file
-from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.items import ItemReader
 from robopipe.loading.partition import assign_episodes, group_episodes_by_files
 
@@ -50,8 +49,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             index order per stream.
         shuffle_buffer: frame indices held in the buffer.
         seed: base seed; the order of an epoch depends on (seed, epoch, rank, worker).
-        name, delta_timestamps, image_dtype, decode_device, tolerance_s, decoder_cache_size,
-        seek_mode, storage_options: as ``MapDataset``.
+        name, storage_options, **item_options: as ``MapDataset`` (``item_options`` are
+            ``ItemReader``'s keywords).
 
     Position: ``state_dict()`` / ``load_state_dict()`` save and restore the epoch and the
     frames already consumed; iterating a restored dataset yields exactly the frames not yet
@@ -68,29 +67,16 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         url: str,
         *,
         name: str | None = None,
-        delta_timestamps: dict[str, list[float]] | None = None,
-        image_dtype: str = "uint8",
-        decode_device: str = "cpu",
-        tolerance_s: float = DEFAULT_TOLERANCE_S,
-        decoder_cache_size: int = 16,
-        seek_mode: str = "approximate",
         storage_options: dict | None = None,
         rank: int | None = None,
         world_size: int | None = None,
         shuffle: bool = True,
         shuffle_buffer: int = 1000,
         seed: int = 0,
+        **item_options,
     ) -> None:
         self.reader = ItemReader.from_url(
-            url,
-            name=name,
-            storage_options=storage_options,
-            delta_timestamps=delta_timestamps,
-            image_dtype=image_dtype,
-            decode_device=decode_device,
-            tolerance_s=tolerance_s,
-            decoder_cache_size=decoder_cache_size,
-            seek_mode=seek_mode,
+            url, name=name, storage_options=storage_options, **item_options
         )
         self.meta = self.reader.meta
         self.rank, self.world_size = world_from_env(rank, world_size)

@@ -25,6 +25,7 @@ import h5py
 import numpy as np
 
 from robopipe.atomic import atomic_path
+from robopipe.cli import add_keyword_flags, keyword_values
 
 DEFAULT_CAMERAS = ("agentview_image", "robot0_eye_in_hand_image")
 ENV_ARGS = {
@@ -139,24 +140,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         prog="python -m robopipe.robomimic.generate", description=__doc__.split("\n")[0]
     )
     parser.add_argument("out", type=Path)
-    parser.add_argument("--demos", type=int, default=20)
-    parser.add_argument("--cameras", nargs="+", default=list(DEFAULT_CAMERAS))
-    parser.add_argument("--height", type=int, default=84)
-    parser.add_argument("--width", type=int, default=84)
-    parser.add_argument("--min-length", type=int, default=40)
-    parser.add_argument("--max-length", type=int, default=80)
-    parser.add_argument("--seed", type=int, default=0)
+    add_keyword_flags(parser, generate_robomimic)
     args = parser.parse_args(argv)
-    path = generate_robomimic(
-        args.out,
-        demos=args.demos,
-        cameras=args.cameras,
-        height=args.height,
-        width=args.width,
-        min_length=args.min_length,
-        max_length=args.max_length,
-        seed=args.seed,
-    )
+    path = generate_robomimic(args.out, **keyword_values(args, generate_robomimic))
     with h5py.File(path, "r") as h5:
         total = int(h5["data"].attrs["total"])
     print(f"wrote {args.demos} demos, {total} steps, cameras {args.cameras} to {path}")
