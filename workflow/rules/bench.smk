@@ -23,6 +23,13 @@ rule bench_scenario:
     resources:
         network=bench_network,
         bench=1,
+        # read by the SLURM executor (workflow/profiles/slurm), ignored locally
+        nodes=bench_nodes,
+        tasks=bench_nodes,
+        cpus_per_task=bench_threads,
+        mem_mb=bench_mem_mb,
+        mpi=bench_mpi,
+        gres=bench_gres,
     params:
         settings=bench_settings,
     script:

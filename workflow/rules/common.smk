@@ -268,6 +268,27 @@ def bench_threads(wildcards):
     return parse_scenario(wildcards.scenario).workers + 1
 
 
+def bench_nodes(wildcards):
+    """resources nodes and tasks: one rank per node."""
+    return parse_scenario(wildcards.scenario).nodes
+
+
+def bench_mem_mb(wildcards):
+    """resources mem_mb: 2 GB for the main process plus 1 GB per DataLoader worker."""
+    return 2000 + 1000 * parse_scenario(wildcards.scenario).workers
+
+
+def bench_mpi(wildcards):
+    """resources mpi: 'srun' for a multi-node scenario, so that the job runs its own
+    `srun -N {nodes}` (robopipe.ranks.run_ranks) over every node of its allocation."""
+    return "srun" if parse_scenario(wildcards.scenario).nodes > 1 else ""
+
+
+def bench_gres(wildcards):
+    """resources gres: one GPU per node for cuda decoding."""
+    return "gpu:1" if parse_scenario(wildcards.scenario).decode == "cuda" else ""
+
+
 ROBOMIMIC_NOT_OPTIONS = ("path", "generate")
 
 
