@@ -36,6 +36,9 @@ STAGED_VIDEO_FILE = STAGING_DIR + "/videos/{video_key}/chunk-{chunk}/file-{file}
 # where an aggregate_video job put each episode of its file (relative to RESULTS_DIR)
 VIDEO_EPISODES = "video_episodes/{video_key}/chunk-{chunk}/file-{file}.json"
 VIDEO_EPISODES_FILE = RESULTS_DIR + "/" + VIDEO_EPISODES
+# each final file's validation report, then the whole dataset's
+VALIDATED_DATA_FILE = RESULTS_DIR + "/validation/data/chunk-{chunk}/file-{file}.json"
+VALIDATED_VIDEO_FILE = RESULTS_DIR + "/validation/videos/{video_key}/chunk-{chunk}/file-{file}.json"
 VALIDATION_FILE = RESULTS_DIR + "/validation.json"
 PUBLISHED_DIR = RESULTS_DIR + "/v3.0"
 PUBLISHED_INFO = PUBLISHED_DIR + "/" + "meta/info.json"

@@ -11,6 +11,7 @@ starting at ``offset`` ticks lands exactly at ``offset * time_base`` seconds, th
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -38,6 +39,57 @@ class VideoError(Exception):
 
 
 @dataclass(frozen=True)
+class StreamParams:
+    """What must be equal for mp4s to share one stream-copied file, and what a decoder of that
+    file is set up with: codec name, frame size in pixels, pixel format and the SHA-256 of the
+    codec's extradata (hex; AV1/H.264 sequence headers)."""
+
+    codec: str
+    width: int
+    height: int
+    pix_fmt: str | None
+    extradata_sha256: str
+
+    @classmethod
+    def of(cls, stream) -> StreamParams:
+        """The parameters of a PyAV video stream."""
+        ctx = stream.codec_context
+        extradata = hashlib.sha256(bytes(ctx.extradata or b"")).hexdigest()
+        return cls(ctx.codec.canonical_name, ctx.width, ctx.height, ctx.pix_fmt, extradata)
+
+    def describe(self) -> str:
+        """e.g. ``av1 640x480 yuv420p``."""
+        return f"{self.codec} {self.width}x{self.height} {self.pix_fmt}"
+
+
+class PacketDigest:
+    """SHA-256 digests of a run of video packets: ``payload`` over their bytes, ``timing`` over
+    their (pts, dts, keyframe) in the input's own ticks, so a copy shifted by ``offset`` ticks
+    digests the same once the shift is taken off."""
+
+    def __init__(self) -> None:
+        self.packets = 0
+        self._payload = hashlib.sha256()
+        self._timing = hashlib.sha256()
+
+    def add(self, packet, offset: int = 0) -> None:
+        """Account for ``packet`` whose timestamps are the input's plus ``offset`` ticks."""
+        self.packets += 1
+        self._payload.update(memoryview(packet))
+        self._timing.update(
+            f"{packet.pts - offset},{packet.dts - offset},{int(packet.is_keyframe)};".encode()
+        )
+
+    def as_dict(self) -> dict:
+        """``{"packets", "payload_sha256", "timing_sha256"}``."""
+        return {
+            "packets": self.packets,
+            "payload_sha256": self._payload.hexdigest(),
+            "timing_sha256": self._timing.hexdigest(),
+        }
+
+
+@dataclass(frozen=True)
 class RemuxedInput:
     """Where one input landed in a remuxed output.
 
@@ -46,12 +98,16 @@ class RemuxedInput:
         offset_ticks: the input's pts shift in the output, in ``time_base`` ticks.
         duration_ticks: the input stream's duration in ticks.
         time_base: the stream time base (seconds per tick).
+        digest: :meth:`PacketDigest.as_dict` of the packets as read from the input.
+        params: the input stream's codec parameters (equal for every input of one output).
     """
 
     frames: int
     offset_ticks: int
     duration_ticks: int
     time_base: Fraction
+    digest: dict
+    params: StreamParams
 
     @property
     def from_timestamp(self) -> float:
@@ -76,8 +132,9 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
 
     Raises:
         VideoError: an input cannot be opened or demuxed (missing, truncated, corrupt), has no
-            video stream, has another time base than the first input, or has no duration.
-            The message names the input file.
+            video stream, has another time base or other :class:`StreamParams` (codec, size,
+            pixel format, extradata) than the first input, or has no duration. The message
+            names the input file.
     """
     if not inputs:
         raise ValueError("concat_videos needs at least one input")
@@ -86,6 +143,7 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
     with av.open(str(output), "w", format="mp4", options={"movflags": "faststart"}) as out:
         out_stream = None
         time_base = None
+        params = None
         for path in inputs:
             try:
                 with av.open(str(path), format=MP4) as container:
@@ -93,9 +151,18 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
                         raise VideoError(path, "no video stream")
                     stream = container.streams.video[0]
                     if out_stream is None:
-                        time_base = stream.time_base
+                        time_base, params = stream.time_base, StreamParams.of(stream)
                         out_stream = out.add_stream_from_template(stream, opaque=True)
                         out_stream.time_base = time_base
+                    elif StreamParams.of(stream) != params:
+                        raise VideoError(
+                            path,
+                            f"{StreamParams.of(stream).describe()} (extradata "
+                            f"{StreamParams.of(stream).extradata_sha256[:12]}) differs from "
+                            f"{params.describe()} (extradata {params.extradata_sha256[:12]}) of "
+                            f"the first file of this video file; re-encode this episode like "
+                            f"the others or leave it out with `skip_episodes`",
+                        )
                     elif stream.time_base != time_base:
                         raise VideoError(
                             path,
@@ -103,19 +170,23 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
                             "first file; cannot stream-copy into one file",
                         )
                     duration = _duration_ticks(path, container, stream)
-                    frames = 0
+                    digest = PacketDigest()
                     mux = out.mux_one
                     for packet in container.demux(stream):
                         if packet.dts is None:
                             continue
+                        digest.add(packet)
                         packet.pts += offset
                         packet.dts += offset
                         packet.stream = out_stream
                         mux(packet)
-                        frames += 1
             except (av.FFmpegError, OSError) as exc:
                 raise VideoError(path, f"cannot read video: {exc}") from exc
-            results.append(RemuxedInput(frames, offset, duration, Fraction(time_base)))
+            results.append(
+                RemuxedInput(
+                    digest.packets, offset, duration, Fraction(time_base), digest.as_dict(), params
+                )
+            )
             offset += duration
     return results
 

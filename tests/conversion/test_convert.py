@@ -9,9 +9,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from robopipe.conversion.aggregate import aggregate_video
 from robopipe.conversion.meta import write_episodes
+from robopipe.conversion.options import ConversionOptions
+from robopipe.conversion.plan import make_plan
 from robopipe.conversion.serial import convert_dataset
-from robopipe.conversion.validate import validate
+from robopipe.conversion.validate import validate_data_file, validate_video_file
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
 from robopipe.layout import data_path, video_path
@@ -164,18 +167,78 @@ def test_large_episodes_metadata_rolls_over_into_several_files(tmp_path):
         assert set(t.column("meta/episodes/file_index").to_pylist()) == {file}
 
 
-def test_validation_catches_a_frame_that_differs_from_the_source(make_v21, tmp_path):
-    """Validation decodes frames of the output and of the source and compares them: give the
-    source another episode's mp4 of the same length and the check names that episode."""
+def _staged_video(make_v21, tmp_path):
+    """A 4-episode source, its plan and its one video file per camera made by aggregate_video
+    into ``tmp_path / "out"``, with the remux record beside it."""
     source_dir = tmp_path / "v21"
     shutil.copytree(make_v21(episodes=4, min_length=12, max_length=12), source_dir)
-    out = tmp_path / "v3.0"
-    plan = convert_dataset(source_dir, out, name="demo", validate=False)
     source = load_source(source_dir, "demo")
+    plan = make_plan(source, ConversionOptions())
     key = source.video_keys[0]
-    assert validate(source, plan, out)["frames_compared"] == 4 * 3 * len(source.video_keys)
+    root = tmp_path / "out"
+    record = tmp_path / "episodes.json"
+    aggregate_video(source, plan, key, 0, 0, root / video_path(key, 0, 0), record)
+    return source, plan, key, root, record
+
+
+def test_video_validation_compares_packets_and_sampled_frames(make_v21, tmp_path):
+    source, plan, key, root, record = _staged_video(make_v21, tmp_path)
+    report = validate_video_file(source, plan, root, key, 0, 0, record)
+    assert report["packets"] == 4 * 12 and report["frames_compared"] == 3
+    everything = validate_video_file(source, plan, root, key, 0, 0, record, frames="all")
+    assert everything["frames_compared"] == 4 * 12
+
+
+def test_video_validation_catches_a_changed_packet(make_v21, tmp_path):
+    source, plan, key, root, record = _staged_video(make_v21, tmp_path)
+    path = root / video_path(key, 0, 0)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"mdat") + 200  # inside the first packets' payload
+    data[at] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(DatasetError, match="payload_sha256") as caught:
+        validate_video_file(source, plan, root, key, 0, 0, record)
+    assert caught.value.episode == 0
+
+
+def test_video_validation_catches_a_frame_that_differs_from_the_source(make_v21, tmp_path):
+    """The sampled frames are decoded from the output and from the source: give the source
+    another episode's mp4 of the same length and the check names that episode."""
+    source, plan, key, root, record = _staged_video(make_v21, tmp_path)
     shutil.copyfile(source.video_file(1, key), source.video_file(2, key))
     with pytest.raises(DatasetError, match="differs from the source") as caught:
-        validate(source, plan, out)
-    assert caught.value.episode == 2
-    assert key in str(caught.value)
+        validate_video_file(source, plan, root, key, 0, 0, record)
+    assert caught.value.episode == 2 and key in str(caught.value)
+
+
+def test_remux_refuses_an_episode_of_another_size(make_v21, tmp_path):
+    """An episode re-encoded at another size among the others would be published as a file
+    lerobot cannot decode into its preallocated frames: the remux stops and names it."""
+    source_dir = tmp_path / "v21"
+    shutil.copytree(make_v21(episodes=3, min_length=12, max_length=12), source_dir)
+    other = make_v21(episodes=3, min_length=12, max_length=12, height=64, width=80)
+    source = load_source(source_dir, "demo")
+    key = source.video_keys[0]
+    shutil.copyfile(load_source(other, "other").video_file(1, key), source.video_file(1, key))
+    plan = make_plan(source, ConversionOptions())
+    with pytest.raises(DatasetError, match="80x64") as caught:
+        aggregate_video(source, plan, key, 0, 0, tmp_path / "f.mp4", tmp_path / "e.json")
+    assert caught.value.episode == 1
+    assert not (tmp_path / "f.mp4").exists()
+
+
+def test_data_validation_catches_a_changed_value(make_v21, tmp_path):
+    source_dir = make_v21(episodes=3, min_length=12, max_length=12)
+    out = tmp_path / "v3.0"
+    plan = convert_dataset(source_dir, out, name="demo")
+    source = load_source(source_dir, "demo")
+    assert validate_data_file(source, plan, out, 0, 0)["rows"] == plan.total_frames
+    table = pq.read_table(out / data_path(0, 0))
+    action = table.column("action").to_pylist()
+    action[13] = [v + 1.0 for v in action[13]]
+    column = pa.array(action, type=table.schema.field("action").type)
+    table = table.set_column(table.schema.get_field_index("action"), "action", column)
+    pq.write_table(table, out / data_path(0, 0))
+    with pytest.raises(DatasetError, match="column action differs") as caught:
+        validate_data_file(source, plan, out, 0, 0)
+    assert caught.value.episode == 1

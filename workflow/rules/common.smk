@@ -19,6 +19,8 @@ from robopipe.layout import (
     STAGED_DATA_FILE,
     STAGED_META_DIR,
     STAGED_VIDEO_FILE,
+    VALIDATED_DATA_FILE,
+    VALIDATED_VIDEO_FILE,
     VALIDATION_FILE,
     VIDEO_EPISODES_FILE,
     chunk_file,
@@ -154,6 +156,25 @@ def staged_files(wildcards):
     return files
 
 
+def validation_reports(wildcards):
+    """Every final file's validation report (rules validate_data and validate_video)."""
+    plan = plan_of(wildcards.dataset)
+    reports = [
+        VALIDATED_DATA_FILE.format(
+            dataset=wildcards.dataset, **chunk_file(f.chunk, f.file)
+        )
+        for f in plan.data_files
+    ]
+    for key, files in plan.video_files.items():
+        reports += [
+            VALIDATED_VIDEO_FILE.format(
+                dataset=wildcards.dataset, video_key=key, **chunk_file(f.chunk, f.file)
+            )
+            for f in files
+        ]
+    return reports
+
+
 def converted_datasets():
     """The published v3.0 datasets of every configured dataset (their info.json)."""
     return expand(PUBLISHED_INFO, dataset=dataset_names())
@@ -197,10 +218,14 @@ def conversion_benchmarks(name):
     steps += [
         f"aggregate_data/chunk-{f.chunk:03d}_file-{f.file:03d}" for f in plan.data_files
     ]
+    for key, files in plan.video_files.items():
+        for f in files:
+            steps += [
+                f"{rule}/{key}_chunk-{f.chunk:03d}_file-{f.file:03d}"
+                for rule in ("aggregate_video", "validate_video")
+            ]
     steps += [
-        f"aggregate_video/{key}_chunk-{f.chunk:03d}_file-{f.file:03d}"
-        for key, files in plan.video_files.items()
-        for f in files
+        f"validate_data/chunk-{f.chunk:03d}_file-{f.file:03d}" for f in plan.data_files
     ]
     return [JOB_STATS_FILE.format(dataset=name, step=step) for step in steps]
 

@@ -92,11 +92,57 @@ rule meta:
         "../scripts/meta.py"
 
 
+# Each final file is validated by a job of its own as soon as it exists; `validate` then checks
+# the staged dataset as a whole (meta rows, and robopipe's loader reads every video file).
+rule validate_data:
+    input:
+        plan=PLAN_FILE,
+        data=STAGED_DATA_FILE,
+    output:
+        VALIDATED_DATA_FILE,
+    log:
+        LOG_FILE.format(
+            dataset="{dataset}", step="validate_data/chunk-{chunk}_file-{file}"
+        ),
+    benchmark:
+        JOB_STATS_FILE.format(
+            dataset="{dataset}", step="validate_data/chunk-{chunk}_file-{file}"
+        )
+    conda:
+        ROBOPIPE_ENV
+    script:
+        "../scripts/validate_data.py"
+
+
+rule validate_video:
+    input:
+        plan=PLAN_FILE,
+        video=STAGED_VIDEO_FILE,
+        episodes=VIDEO_EPISODES_FILE,
+    output:
+        VALIDATED_VIDEO_FILE,
+    log:
+        LOG_FILE.format(
+            dataset="{dataset}",
+            step="validate_video/{video_key}_chunk-{chunk}_file-{file}",
+        ),
+    benchmark:
+        JOB_STATS_FILE.format(
+            dataset="{dataset}",
+            step="validate_video/{video_key}_chunk-{chunk}_file-{file}",
+        )
+    conda:
+        ROBOPIPE_ENV
+    script:
+        "../scripts/validate_video.py"
+
+
 rule validate:
     input:
         plan=PLAN_FILE,
         meta=STAGED_META_DIR,
         files=staged_files,
+        reports=validation_reports,
     output:
         VALIDATION_FILE,
     log:
@@ -105,7 +151,6 @@ rule validate:
         JOB_STATS_FILE.format(dataset="{dataset}", step="validate/validate")
     conda:
         ROBOPIPE_ENV
-    threads: 8  # one video file per thread; capped by --cores (the SLURM profile sets 2)
     script:
         "../scripts/validate.py"
 

@@ -1,5 +1,6 @@
-"""Snakemake job: validate the staged v3.0 dataset against its plan and source."""
+"""Snakemake job: validate the staged v3.0 dataset as a whole (after every file's own check)."""
 
+import json
 from pathlib import Path
 
 from robopipe.atomic import write_json
@@ -10,13 +11,12 @@ from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     plan = load_plan(snakemake.input.plan)
+    reports = [json.loads(Path(p).read_text("utf-8")) for p in snakemake.input.reports]
     summary = validate(
         load_source(plan.source, plan.dataset),
         plan,
         Path(snakemake.input.meta).parent,
-        frames=plan.options.validate_frames,
-        tolerance_s=plan.options.tolerance_s,
-        threads=snakemake.threads,
+        reports,
     )
     write_json(snakemake.output[0], summary)
     log.info("valid: %s", summary)

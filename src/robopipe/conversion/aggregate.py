@@ -56,8 +56,10 @@ def aggregate_video(
     The episodes are those the plan assigns to ``(chunk, file)`` of ``video_key``; each lands
     at the sum of the earlier episodes' stream durations, in ticks, exactly the
     ``from_timestamp`` the episodes metadata records (:func:`robopipe.video.concat_videos`).
-    ``episodes_json`` receives ``{"video_key", "time_base", "episodes": [{"episode_index",
-    "duration_ticks"}]}``: where each episode landed, for the meta job.
+    ``episodes_json`` receives ``{"video_key", "time_base", "stream", "episodes":
+    [{"episode_index", "offset_ticks", "duration_ticks", "packets", "payload_sha256",
+    "timing_sha256"}]}``: where each episode landed (for the meta job) and the digests of the
+    source packets it copied (for :func:`robopipe.conversion.validate.validate_video_file`).
 
     Raises:
         DatasetError: an episode mp4 cannot be read (truncated, corrupt, another time base
@@ -83,11 +85,21 @@ def aggregate_video(
                 )
     time_base = str(remuxed[0].time_base)
     landed = [
-        {"episode_index": ep.episode_index, "duration_ticks": r.duration_ticks}
+        {
+            "episode_index": ep.episode_index,
+            "offset_ticks": r.offset_ticks,
+            "duration_ticks": r.duration_ticks,
+            **r.digest,
+        }
         for ep, r in zip(episodes, remuxed, strict=True)
     ]
     write_json(
         episodes_json,
-        {"video_key": video_key, "time_base": time_base, "episodes": landed},
+        {
+            "video_key": video_key,
+            "time_base": time_base,
+            "stream": vars(remuxed[0].params),
+            "episodes": landed,
+        },
         indent=None,
     )

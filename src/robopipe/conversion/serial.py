@@ -15,6 +15,7 @@ from robopipe.conversion.plan import Plan, make_plan
 from robopipe.conversion.publish import publish
 from robopipe.conversion.shard import build_shard
 from robopipe.conversion.validate import validate as validate_dataset
+from robopipe.conversion.validate import validate_data_file, validate_video_file
 from robopipe.formats.v21_reader import load_source
 from robopipe.layout import VIDEO_EPISODES, chunk_file, data_path, video_path
 
@@ -77,9 +78,26 @@ def convert_dataset(
         source, plan, video_episodes, staging / "meta", restamp_timestamps=opts.restamp_timestamps
     )
     if validate:
-        validate_dataset(
-            source, plan, staging, frames=opts.validate_frames, tolerance_s=opts.tolerance_s
-        )
+        reports = [
+            validate_data_file(source, plan, staging, f.chunk, f.file, tolerance_s=opts.tolerance_s)
+            for f in plan.data_files
+        ]
+        for key, files in plan.video_files.items():
+            reports += [
+                validate_video_file(
+                    source,
+                    plan,
+                    staging,
+                    key,
+                    f.chunk,
+                    f.file,
+                    work / VIDEO_EPISODES.format(video_key=key, **chunk_file(f.chunk, f.file)),
+                    frames=opts.validate_frames,
+                    tolerance_s=opts.tolerance_s,
+                )
+                for f in files
+            ]
+        validate_dataset(source, plan, staging, reports)
     publish(staging, plan, output_dir)
     shutil.rmtree(work)
     return plan
