@@ -70,7 +70,7 @@ def net_log(tmp_path, monkeypatch) -> NetLog:
 @pytest.fixture
 def hf_client(tmp_path, monkeypatch) -> Path:
     """An in-process huggingface_hub client that contacts no host but the endpoint it is
-    given: telemetry off and a temporary cache (yielded; it holds the refs snapshot_download
+    given: telemetry off, Xet off and a temporary cache (yielded; it holds the refs snapshot_download
     records). huggingface_hub reads HF_HUB_DISABLE_TELEMETRY and HF_HOME when imported, so
     its module constants are patched. With telemetry on, building the user agent fetches
     ``{constants.ENDPOINT}/api/agent-harnesses`` (utils/_detect_agent.py:196): huggingface.co
@@ -80,6 +80,7 @@ def hf_client(tmp_path, monkeypatch) -> Path:
     cache = tmp_path / "hf_home" / "hub"
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)  # the stand-in serves LFS only
     return cache
 
 
