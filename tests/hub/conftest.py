@@ -70,9 +70,10 @@ def net_log(tmp_path, monkeypatch) -> NetLog:
 @pytest.fixture
 def hf_client(tmp_path, monkeypatch) -> Path:
     """An in-process huggingface_hub client that contacts no host but the endpoint it is
-    given: telemetry off, Xet off and a temporary cache (yielded; it holds the refs snapshot_download
-    records). huggingface_hub reads HF_HUB_DISABLE_TELEMETRY and HF_HOME when imported, so
-    its module constants are patched. With telemetry on, building the user agent fetches
+    given: telemetry off, Xet off (the stand-in serves LFS uploads) and a temporary cache
+    (yielded; it holds the refs snapshot_download records). huggingface_hub reads
+    HF_HUB_DISABLE_TELEMETRY, HF_HUB_DISABLE_XET and HF_HOME when imported, so its module
+    constants are patched. With telemetry on, building the user agent fetches
     ``{constants.ENDPOINT}/api/agent-harnesses`` (utils/_detect_agent.py:196): huggingface.co
     unless HF_ENDPOINT was set before the import."""
     from huggingface_hub import constants
@@ -80,7 +81,7 @@ def hf_client(tmp_path, monkeypatch) -> Path:
     cache = tmp_path / "hf_home" / "hub"
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
-    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)  # the stand-in serves LFS only
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
     return cache
 
 

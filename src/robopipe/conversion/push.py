@@ -225,7 +225,9 @@ def dataset_card(info: dict, repo_id: str, license: str | None, tags=()) -> str:
         task_categories=["robotics"],
         configs=[{"config_name": "default", "data_files": "data/*/*.parquet"}],
     )
-    badge = "https://huggingface.co/datasets/huggingface/badges/resolve/main/visualize-this-dataset-xl"
+    badge = (
+        "https://huggingface.co/datasets/huggingface/badges/resolve/main/visualize-this-dataset-xl"
+    )
     text = f"""
 This dataset was created using [LeRobot](https://github.com/huggingface/lerobot).
 
