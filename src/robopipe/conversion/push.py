@@ -438,8 +438,11 @@ def _push_to_url(files: dict[str, Path], target: PushTarget, name: str) -> dict:
     """One attempt: copy the files missing on the target (by path and size), ``meta/`` last
     and ``meta/info.json`` last of all, then delete the target's files the dataset lacks."""
     import fsspec
+    from fsspec.implementations.local import LocalFileSystem
 
     fs, base = fsspec.core.url_to_fs(target.url, **target.storage_options)
+    if isinstance(fs, LocalFileSystem):
+        fs = LocalFileSystem(auto_mkdir=True)  # make the folder's subfolders
     base = base.rstrip("/")
     remote = _url_tree(fs, base)
     if INFO in remote and not _same_meta(fs, base, files, remote):
