@@ -35,16 +35,6 @@ def sha256(data: bytes) -> str:
 
 
 @pytest.fixture
-def repo(v21, tmp_path):
-    """The v2.1 dataset as a Hub repo has it: plus a README and .gitattributes."""
-    root = tmp_path / "repo"
-    shutil.copytree(v21, root)
-    (root / "README.md").write_text("---\nlicense: apache-2.0\n---\nthe v2.1 card\n")
-    (root / ".gitattributes").write_text("*.mp4 filter=lfs diff=lfs merge=lfs -text\n")
-    return root
-
-
-@pytest.fixture
 def token(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", TOKEN)
     return TOKEN
