@@ -51,7 +51,8 @@ A revision is a branch or tag name, ``refs/pr/<n>`` or a commit sha. Errors carr
 ``X-Error-Code`` header that ``hf_raise_for_status`` (utils/_http.py:871) turns into
 ``RepositoryNotFoundError``, ``RevisionNotFoundError`` or ``RemoteEntryNotFoundError``.
 Repos given as folders are read once, when the server starts, as plain git blobs (no LFS);
-uploaded content lives in a temporary folder removed when the server stops.
+uploaded content lives in a temporary folder removed when the server stops. Tests can make
+a request fail (``fail_next``) or hold LFS uploads unanswered (``hold_uploads_after``).
 """
 
 from __future__ import annotations
@@ -296,6 +297,8 @@ class HubRequestHandler(RangeRequestHandler):
         if (match := LFS_UPLOAD.match(url.path)) and self.command == "PUT":
             return self._lfs_upload(match["oid"])
         body = self._body()
+        if self._fail(url.path):
+            return self._error(503, None, "Service Unavailable (injected by the test)")
         if self.command in ("POST", "PUT", "DELETE") and not self._authorized(url.path):
             return self._error(401, None, "Invalid credentials in Authorization header")
         if match := RESOLVE.match(url.path):
@@ -321,6 +324,15 @@ class HubRequestHandler(RangeRequestHandler):
             self.rfile.readline()
             return b"".join(chunks)
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _fail(self, path: str) -> bool:
+        """Whether to answer 503 (``HubStandin.fail_next``)."""
+        with self.server.lock:
+            for i, (method, part) in enumerate(self.server.failures):
+                if method == self.command and part in path:
+                    del self.server.failures[i]
+                    return True
+        return False
 
     def _authorized(self, path: str) -> bool:
         token = self.server.token
@@ -604,6 +616,7 @@ class HubServer(_QuietServer):
         self.token = token
         self.requests: list[Request] = []
         self.lock = threading.RLock()
+        self.failures: list[tuple[str, str]] = []  # (method, path part) to answer 503 once
         self.uploads_left: int | None = None  # LFS uploads to accept before holding the rest
         self.released = threading.Event()
         self._names = itertools.count()
@@ -666,6 +679,11 @@ class HubStandin:
             for r in self.requests
             if r.method == "PUT" and r.path.startswith("/lfs-upload/") and r.status == 200
         ]
+
+    def fail_next(self, method: str, path_part: str) -> None:
+        """Answer the next ``method`` request whose path contains ``path_part`` with a 503."""
+        with self.server.lock:
+            self.server.failures.append((method, path_part))
 
     def hold_uploads_after(self, count: int) -> None:
         """Store the next ``count`` LFS uploads, then hold every further one unanswered until

@@ -153,6 +153,16 @@ def test_pr_and_branch(v30, hub_standin, hf_client, token):
     assert list(hub.tree("me/ds", "main")) == [".gitattributes"]
 
 
+def test_a_commit_that_fails_with_503_is_retried_once(v30, hub_standin, hf_client):
+    hub = hub_standin({})
+    hub.fail_next("POST", "/commit/")
+    push = {"name": "hubds", "endpoint": hub.endpoint, "validation": validation_of(v30)}
+    record = push_dataset(v30, PushTarget(repo_id="me/ds"), **push)
+    commits = [r for r in hub.requests if "/commit/" in r.path]
+    assert [r.status for r in commits] == [503, 200]
+    assert len(record["commits"]) == 1 and hub.sha("me/ds", "v3.0") == record["revision"]
+
+
 def test_a_push_without_validation_of_these_files_is_refused(v30, hub_standin, hf_client):
     hub = hub_standin({})
     validation = {**validation_of(v30), "video_files": 1}

@@ -308,14 +308,16 @@ def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint
     local = {path: LocalFile.hash(p) for path, p in files.items()}
     info = json.loads(files[INFO].read_text())
     card = dataset_card(info, repo_id, target.license, target.tags).encode()
-    where = f"{target.name} (branch {branch})"
-    _refuse_other_dataset(api, target, name, where, local, remote, head)
-    if CODEBASE_VERSION in tags and tags[CODEBASE_VERSION] != head:
-        tagged = _hub_tree(api, repo_id, tags[CODEBASE_VERSION], "meta")
+    version = _hub_version(api, repo_id, head, remote, local)
+    _refuse_other_dataset(target, name, f"{target.name} (branch {branch})", local, remote, version)
+    tagged = tags.get(CODEBASE_VERSION)
+    if tagged not in (None, head):
+        tagged_meta = _hub_tree(api, repo_id, tagged, "meta")
+        tagged_version = _hub_version(api, repo_id, tagged, tagged_meta, local)
         where = f"{target.name} (tag {CODEBASE_VERSION})"
-        _refuse_other_dataset(api, target, name, where, local, tagged, tags[CODEBASE_VERSION])
-    if OLD_VERSION not in tags and _hub_version(api, repo_id, remote, head) == OLD_VERSION:
-        log.info("tagging the v2.1 dataset on %s as %s", where, OLD_VERSION)
+        _refuse_other_dataset(target, name, where, local, tagged_meta, tagged_version)
+    if OLD_VERSION not in tags and version == OLD_VERSION:
+        log.info("tagging the v2.1 dataset on %s as %s", target.name, OLD_VERSION)
         api.create_tag(repo_id, tag=OLD_VERSION, revision=head, repo_type="dataset")
 
     changed = [path for path, f in local.items() if not _same(remote.get(path), f)]
@@ -340,7 +342,7 @@ def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint
                 create_pr=target.create_pr and i == 1,
                 parent_commit=head,
             )
-            log.info("committed %d files to %s: %s", len(ops), where, commit.oid)
+            log.info("committed %d files to %s: %s", len(ops), target.name, commit.oid)
             if commit.pr_url:
                 pr_url, revision = commit.pr_url, commit.pr_revision
             head = commit.oid
@@ -400,10 +402,13 @@ def _bytes_file(data: bytes) -> LocalFile:
     return LocalFile(Path(), len(data), hashlib.sha256(data).hexdigest(), git)
 
 
-def _hub_version(api, repo_id: str, remote: dict, revision: str) -> str | None:
-    """The ``codebase_version`` of ``meta/info.json`` at a Hub revision, or None."""
+def _hub_version(api, repo_id: str, revision: str, remote: dict, local: dict) -> str | None:
+    """The ``codebase_version`` in ``meta/info.json`` at a Hub revision (``remote``: its
+    files), or None; read from the Hub only when that file is not the local one."""
     if INFO not in remote:
         return None
+    if _same(remote[INFO], local[INFO]):
+        return CODEBASE_VERSION
     with tempfile.TemporaryDirectory() as tmp:
         path = api.hf_hub_download(
             repo_id, INFO, repo_type="dataset", revision=revision, local_dir=tmp
@@ -411,16 +416,15 @@ def _hub_version(api, repo_id: str, remote: dict, revision: str) -> str | None:
         return json.loads(Path(path).read_text()).get("codebase_version")
 
 
-def _refuse_other_dataset(api, target, name, where, local, remote, revision) -> None:
-    """Raise unless ``remote`` holds no v3.0 dataset, this dataset, or ``overwrite`` is set."""
+def _refuse_other_dataset(target, name, where, local, remote, version) -> None:
+    """Raise unless ``remote`` (a Hub revision's files, holding a dataset of ``version``)
+    holds no v3.0 dataset, this dataset (the same ``meta/``), or ``overwrite`` is set."""
     remote_meta = {p: f for p, f in remote.items() if p.startswith("meta/")}
     local_meta = {p: f for p, f in local.items() if p.startswith("meta/")}
     same = remote_meta.keys() == local_meta.keys() and all(
         _same(remote_meta[p], f) for p, f in local_meta.items()
     )
-    if same or target.overwrite:
-        return
-    if _hub_version(api, target.repo_id, remote, revision) == CODEBASE_VERSION:
+    if version == CODEBASE_VERSION and not same and not target.overwrite:
         raise DatasetError(name, _refusal(where))
 
 
