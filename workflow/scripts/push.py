@@ -22,10 +22,10 @@ with logged(snakemake) as log:
     )
     write_json(snakemake.output[0], record)
     log.info(
-        "pushed %s to %s: revision %s, %d of %d files uploaded, %d deleted",
+        "pushed %s to %s%s: %d of %d files uploaded, %d deleted",
         snakemake.wildcards.dataset,
         target.name,
-        record["revision"],
+        f" @ {record['revision']}" if record["revision"] else "",
         record["uploaded_files"],
         record["files"],
         record["deleted_files"],
