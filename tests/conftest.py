@@ -40,6 +40,7 @@ import logging
 import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -198,13 +199,14 @@ class _RequestLines(logging.Handler):
 
 @pytest.fixture
 def s3_server():
-    """A moto S3 server on 127.0.0.1 with an empty bucket ``robopipe``: see ``S3Server``."""
+    """A moto S3 server on 127.0.0.1 with a new empty bucket (moto keeps buckets per process,
+    whatever the server): see ``S3Server``."""
     from moto.server import ThreadedMotoServer
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    s3 = S3Server(f"http://{host}:{port}", "robopipe")
+    s3 = S3Server(f"http://{host}:{port}", f"robopipe-{uuid.uuid4().hex[:12]}")
     log = logging.getLogger("werkzeug")  # moto's server logs each request line here
     handler = _RequestLines(s3.lines)
     log.addHandler(handler)

@@ -81,7 +81,7 @@ def test_s3_push(datasets, s3_server, file_tree):
     assert pushed == file_tree(tiny)
 
     def puts():
-        return [r for r in s3_server.requests() if r.startswith("PUT /robopipe/datasets/")]
+        return [r for r in s3_server.requests() if r.startswith(f"PUT /{prefix}/")]
 
     assert len(puts()) == record["uploaded_files"] == len(pushed)
     before = puts()

@@ -62,7 +62,7 @@ def test_push_to_s3_then_bench_reads_the_pushed_copy(
     assert bench["samples"] > 0
     lines = s3_server.requests()
     last_put = max(i for i, line in enumerate(lines) if line.startswith("PUT "))
-    reads = [line for line in lines[last_put:] if line.startswith("GET /robopipe/lerobot/tiny/")]
+    reads = [line for line in lines[last_put:] if line.startswith(f"GET /{prefix}/")]
     assert any("/videos/" in line for line in reads) and any("/data/" in line for line in reads)
 
     again = run_snakemake(tmp_path, config, "--cores", "1", "push", "--forcerun", "push_dataset")
