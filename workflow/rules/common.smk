@@ -15,6 +15,7 @@ from robopipe.layout import (
     LOG_FILE,
     PLAN_FILE,
     PUBLISHED_INFO,
+    PUSH_FILE,
     SHARD_DIR,
     STAGED_DATA_FILE,
     STAGED_META_DIR,
@@ -183,7 +184,7 @@ def converted_datasets():
 def pushed_datasets():
     """The push records of every dataset with a `push:` section (target `push`)."""
     return [
-        f"results/{name}/push.json"
+        PUSH_FILE.format(dataset=name)
         for name in dataset_names()
         if "push" in config["datasets"][name]
     ]
@@ -302,7 +303,7 @@ def bench_pushed_input(wildcards):
     template = config["bench"].get("sources", {}).get(source)
     push = config["datasets"][wildcards.dataset].get("push", {})
     if template and template.format(dataset=wildcards.dataset) == push.get("url"):
-        return [f"results/{wildcards.dataset}/push.json"]
+        return [PUSH_FILE.format(dataset=wildcards.dataset)]
     return []
 
 

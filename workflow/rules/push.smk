@@ -5,14 +5,14 @@
 
 rule push_dataset:
     input:
-        dataset="results/{dataset}/v3.0",
-        validation="results/{dataset}/validation.json",
+        dataset=PUBLISHED_INFO,
+        validation=VALIDATION_FILE,
     output:
-        "results/{dataset}/push.json",
+        PUSH_FILE,
     log:
-        "results/logs/{dataset}/push.log",
+        LOG_FILE.format(dataset="{dataset}", step="push"),
     benchmark:
-        "results/jobs/{dataset}/push/push.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="push/push")
     conda:
         ROBOPIPE_ENV
     resources:

@@ -15,7 +15,7 @@ from robopipe.jobs import logged  # noqa: E402
 with logged(snakemake) as log:
     target = PushTarget.from_config(snakemake.params.push)
     record = push_dataset(
-        snakemake.input.dataset,
+        Path(snakemake.input.dataset).parents[1],  # <dataset>/meta/info.json
         target,
         name=snakemake.wildcards.dataset,
         validation=json.loads(Path(snakemake.input.validation).read_text()),

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from robopipe.errors import DatasetError
+from robopipe.layout import INFO_PATH
 
 log = logging.getLogger(__name__)
 
 CODEBASE_VERSION = "v3.0"
 OLD_VERSION = "v2.1"
 DATASET_FOLDERS = ("meta", "data", "videos")  # the target's copies of these are the dataset
-INFO = "meta/info.json"
 CARD = "README.md"
 RETRY_STATUS = {429, 500, 502, 503, 504}
 TRANSIENT_NAMES = {"ConnectionError", "Timeout", "TransportError"}
@@ -172,7 +172,7 @@ def _check_validated(files: dict[str, Path], name: str, validation: dict) -> Non
         "video_files": sum(p.startswith("videos/") for p in files),
     }
     expected = {k: validation.get(k) for k in counts}
-    if INFO not in files or counts != expected:
+    if INFO_PATH not in files or counts != expected:
         raise DatasetError(
             name,
             f"push: the dataset holds {counts} but its validation checked {expected}; "
@@ -306,7 +306,7 @@ def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint
     remote = _hub_tree(api, repo_id, head)
 
     local = {path: LocalFile.hash(p) for path, p in files.items()}
-    info = json.loads(files[INFO].read_text())
+    info = json.loads(files[INFO_PATH].read_text())
     card = dataset_card(info, repo_id, target.license, target.tags).encode()
     version = _hub_version(api, repo_id, head, remote, local)
     _refuse_other_dataset(target, name, f"{target.name} (branch {branch})", local, remote, version)
@@ -405,13 +405,13 @@ def _bytes_file(data: bytes) -> LocalFile:
 def _hub_version(api, repo_id: str, revision: str, remote: dict, local: dict) -> str | None:
     """The ``codebase_version`` in ``meta/info.json`` at a Hub revision (``remote``: its
     files), or None; read from the Hub only when that file is not the local one."""
-    if INFO not in remote:
+    if INFO_PATH not in remote:
         return None
-    if _same(remote[INFO], local[INFO]):
+    if _same(remote[INFO_PATH], local[INFO_PATH]):
         return CODEBASE_VERSION
     with tempfile.TemporaryDirectory() as tmp:
         path = api.hf_hub_download(
-            repo_id, INFO, repo_type="dataset", revision=revision, local_dir=tmp
+            repo_id, INFO_PATH, repo_type="dataset", revision=revision, local_dir=tmp
         )
         return json.loads(Path(path).read_text()).get("codebase_version")
 
@@ -449,14 +449,14 @@ def _push_to_url(files: dict[str, Path], target: PushTarget, name: str) -> dict:
         fs = LocalFileSystem(auto_mkdir=True)  # make the folder's subfolders
     base = base.rstrip("/")
     remote = _url_tree(fs, base)
-    if INFO in remote and not _same_meta(fs, base, files, remote):
+    if INFO_PATH in remote and not _same_meta(fs, base, files, remote):
         if not target.overwrite:
             raise DatasetError(name, _refusal(target.url))
         log.info("overwriting the dataset at %s", target.url)
-        fs.rm([f"{base}/{p}" for p in sorted(remote, key=lambda p: p != INFO)])
+        fs.rm([f"{base}/{p}" for p in sorted(remote, key=lambda p: p != INFO_PATH)])
         remote = {}
     missing = [p for p, local in files.items() if remote.get(p) != local.stat().st_size]
-    order = sorted(missing, key=lambda p: (p.startswith("meta/"), p == INFO))
+    order = sorted(missing, key=lambda p: (p.startswith("meta/"), p == INFO_PATH))
     bulk = [p for p in order if not p.startswith("meta/")]
     if bulk:
         fs.put([str(files[p]) for p in bulk], [f"{base}/{p}" for p in bulk])
