@@ -22,6 +22,10 @@
     under the given one). ``file_tree(root)`` maps every file under a folder to the SHA-256
     of its bytes, to compare two outputs.
 
+``validation_of``
+    ``validation_of(root)``: the data and video file counts that the validate step writes for
+    a v3.0 folder (what ``robopipe.conversion.push`` checks before it pushes).
+
 ``s3_server``
     A moto S3 server on 127.0.0.1 with one empty bucket: ``.url(path)`` is
     ``s3://<bucket>/<path>``, ``.storage_options`` what s3fs needs to reach it, ``.fs`` an
@@ -165,8 +169,25 @@ def file_tree():
     return dataset_tree
 
 
+@pytest.fixture(scope="session")
+def validation_of():
+    """``validation_of(root) -> {"data_files", "video_files"}``: see the module docstring."""
+
+    def count(root: Path) -> dict[str, int]:
+        return {
+            "data_files": len(list(Path(root).glob("data/*/*.parquet"))),
+            "video_files": len(list(Path(root).glob("videos/*/*/*.mp4"))),
+        }
+
+    return count
+
+
 class S3Server:
-    """A running moto S3 server (see ``s3_server``)."""
+    """A running moto S3 server (see ``validation_of``
+        ``validation_of(root)``: the data and video file counts that the validate step writes for
+        a v3.0 folder (what ``robopipe.conversion.push`` checks before it pushes).
+
+    ``s3_server``)."""
 
     def __init__(self, endpoint: str, bucket: str) -> None:
         import s3fs

@@ -213,12 +213,14 @@ class Repo:
         sha = self.branches.get(name) or self.tags.get(name) or name
         return self.commits.get(sha)
 
-    def add_commit(self, parent: Commit | None, files: dict[str, Blob], title: str, message=""):
+    def add_commit(
+        self, parent: Commit | None, files: dict[str, Blob], title: str, message: str = ""
+    ) -> Commit:
         """A new commit on top of ``parent`` (not yet on any ref)."""
         listing = "".join(f"{p}\0{b.blob_id}\n" for p, b in sorted(files.items()))
         seed = f"{parent.sha if parent else ''}\n{len(self.commits)}\n{title}\n{listing}"
-        commit = Commit(hashlib.sha1(seed.encode()).hexdigest(), files, parent and parent.sha)
-        commit.title, commit.message = title, message
+        sha = hashlib.sha1(seed.encode()).hexdigest()
+        commit = Commit(sha, files, parent and parent.sha, title, message)
         self.commits[commit.sha] = commit
         return commit
 

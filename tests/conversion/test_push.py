@@ -5,17 +5,9 @@ import hashlib
 
 import pytest
 
-from robopipe.conversion.push import PushTarget, dataset_files, push_dataset
+from robopipe.conversion.push import PushTarget, push_dataset
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
-
-
-def validation_of(root):
-    files = dataset_files(root)
-    return {
-        "data_files": sum(p.startswith("data/") for p in files),
-        "video_files": sum(p.startswith("videos/") for p in files),
-    }
 
 
 @pytest.fixture(scope="module")
@@ -28,12 +20,18 @@ def datasets(make_v21, tmp_path_factory):
     return root / "tiny", root / "other"
 
 
-def push(root, url, **options):
-    target = PushTarget(url=str(url), **options)
-    return push_dataset(root, target, name="tiny", validation=validation_of(root))
+@pytest.fixture
+def push(validation_of):
+    """``push(root, url, **target options) -> push.json record``."""
+
+    def run(root, url, **options):
+        target = PushTarget(url=str(url), **options)
+        return push_dataset(root, target, name="tiny", validation=validation_of(root))
+
+    return run
 
 
-def test_folder_push_is_idempotent_and_resumes_by_size(datasets, tmp_path, file_tree):
+def test_folder_push_is_idempotent_and_resumes_by_size(push, datasets, tmp_path, file_tree):
     tiny, other = datasets
     target = tmp_path / "bucket" / "tiny"
     record = push(tiny, target)
@@ -54,7 +52,7 @@ def test_folder_push_is_idempotent_and_resumes_by_size(datasets, tmp_path, file_
     assert file_tree(target) == file_tree(tiny)
 
 
-def test_another_dataset_is_refused_unless_overwrite(datasets, tmp_path, file_tree):
+def test_another_dataset_is_refused_unless_overwrite(push, datasets, tmp_path, file_tree):
     tiny, other = datasets
     target = tmp_path / "tiny"
     push(tiny, target)
@@ -69,7 +67,7 @@ def test_another_dataset_is_refused_unless_overwrite(datasets, tmp_path, file_tr
     assert file_tree(target) == file_tree(other)
 
 
-def test_s3_push(datasets, s3_server, file_tree):
+def test_s3_push(push, datasets, s3_server, file_tree):
     tiny, _ = datasets
     url = s3_server.url("datasets/tiny")
     record = push(tiny, url, storage_options=s3_server.storage_options)

@@ -22,14 +22,6 @@ from robopipe.loading import MapDataset
 TOKEN = "hf_standin_token"
 
 
-def validation_of(root):
-    """What the validate step counts for a dataset folder."""
-    return {
-        "data_files": len(list(root.glob("data/*/*.parquet"))),
-        "video_files": len(list(root.glob("videos/*/*/*.mp4"))),
-    }
-
-
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -41,7 +33,7 @@ def token(monkeypatch):
 
 
 def test_push_over_a_v21_repo_tags_v30_and_keeps_v21(
-    repo, v30, hub_standin, hf_client, token, net_log, tmp_path, file_tree
+    repo, v30, hub_standin, hf_client, token, net_log, tmp_path, file_tree, validation_of
 ):
     hub = hub_standin({"local/demo": {"main": repo, "v2.1": repo}}, token=token)
     old = hub.sha("local/demo", "v2.1")
@@ -103,7 +95,7 @@ def test_push_over_a_v21_repo_tags_v30_and_keeps_v21(
 
 
 def test_a_repo_holding_another_dataset_is_refused_unless_overwrite(
-    v21, v30, hub_standin, hf_client, token, tmp_path, file_tree
+    v21, v30, hub_standin, hf_client, token, tmp_path, file_tree, validation_of
 ):
     other = tmp_path / "other"
     convert_dataset(
@@ -135,7 +127,7 @@ def test_a_repo_holding_another_dataset_is_refused_unless_overwrite(
     assert record["deleted_files"] == len(set(file_tree(v30)) - set(file_tree(other)))
 
 
-def test_pr_and_branch(v30, hub_standin, hf_client, token):
+def test_pr_and_branch(v30, hub_standin, hf_client, token, validation_of):
     hub = hub_standin({}, token=token)
     push = {"name": "hubds", "endpoint": hub.endpoint, "validation": validation_of(v30)}
     record = push_dataset(
@@ -153,7 +145,7 @@ def test_pr_and_branch(v30, hub_standin, hf_client, token):
     assert list(hub.tree("me/ds", "main")) == [".gitattributes"]
 
 
-def test_a_commit_that_fails_with_503_is_retried_once(v30, hub_standin, hf_client):
+def test_a_commit_that_fails_with_503_is_retried_once(v30, hub_standin, hf_client, validation_of):
     hub = hub_standin({})
     hub.fail_next("POST", "/commit/")
     push = {"name": "hubds", "endpoint": hub.endpoint, "validation": validation_of(v30)}
@@ -163,7 +155,9 @@ def test_a_commit_that_fails_with_503_is_retried_once(v30, hub_standin, hf_clien
     assert len(record["commits"]) == 1 and hub.sha("me/ds", "v3.0") == record["revision"]
 
 
-def test_a_push_without_validation_of_these_files_is_refused(v30, hub_standin, hf_client):
+def test_a_push_without_validation_of_these_files_is_refused(
+    v30, hub_standin, hf_client, validation_of
+):
     hub = hub_standin({})
     validation = {**validation_of(v30), "video_files": 1}
     with pytest.raises(DatasetError, match="its validation checked"):
@@ -194,7 +188,7 @@ def many(make_v21, tmp_path_factory):
 
 
 def test_a_killed_push_resumes_uploading_only_what_was_missing(
-    many, hub_standin, net_log, tmp_path, file_tree
+    many, hub_standin, net_log, tmp_path, file_tree, validation_of
 ):
     hub = hub_standin({}, token=TOKEN)
     env = net_log.env(hub.client_env(tmp_path / "hf_home", token=TOKEN))
