@@ -22,6 +22,16 @@
     under the given one). ``file_tree(root)`` maps every file under a folder to the SHA-256
     of its bytes, to compare two outputs.
 
+``validation_of``
+    ``validation_of(root)``: the data and video file counts that the validate step writes for
+    a v3.0 folder (what ``robopipe.conversion.push`` checks before it pushes).
+
+``s3_server``
+    A moto S3 server on 127.0.0.1 with one empty bucket: ``.url(path)`` is
+    ``s3://<bucket>/<path>``, ``.storage_options`` what s3fs needs to reach it, ``.fs`` an
+    s3fs file system on it, ``.requests()`` the request lines it has served
+    (``"GET /<bucket>/<key> HTTP/1.1"``).
+
 ``shared_datasets``
     The folder of real datasets, ``../shared/datasets`` relative to the repository root, as
     a resolved ``Path``; the test is skipped when that folder is absent (a fresh clone).
@@ -30,8 +40,11 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import re
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -154,3 +167,73 @@ def dataset_tree(root: Path) -> dict[str, str]:
 def file_tree():
     """``file_tree(root) -> {relative path: sha256}``: see :func:`dataset_tree`."""
     return dataset_tree
+
+
+@pytest.fixture(scope="session")
+def validation_of():
+    """``validation_of(root) -> {"data_files", "video_files"}``: see the module docstring."""
+
+    def count(root: Path) -> dict[str, int]:
+        return {
+            "data_files": len(list(Path(root).glob("data/*/*.parquet"))),
+            "video_files": len(list(Path(root).glob("videos/*/*/*.mp4"))),
+        }
+
+    return count
+
+
+class S3Server:
+    """A running moto S3 server (see ``validation_of``
+        ``validation_of(root)``: the data and video file counts that the validate step writes for
+        a v3.0 folder (what ``robopipe.conversion.push`` checks before it pushes).
+
+    ``s3_server``)."""
+
+    def __init__(self, endpoint: str, bucket: str) -> None:
+        import s3fs
+
+        self.bucket = bucket
+        self.storage_options = {
+            "key": "testing",
+            "secret": "testing",
+            "client_kwargs": {"endpoint_url": endpoint},
+        }
+        self.fs = s3fs.S3FileSystem(**self.storage_options)
+        self.lines: list[str] = []
+
+    def url(self, path: str) -> str:
+        return f"s3://{self.bucket}/{path}"
+
+    def requests(self) -> list[str]:
+        return list(self.lines)
+
+
+class _RequestLines(logging.Handler):
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__()
+        self.lines = lines
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if len(record.args) >= 3:  # werkzeug: (request line, status, size)
+            self.lines.append(re.sub(r"\x1b\[[0-9;]*m", "", str(record.args[0])))  # colours
+
+
+@pytest.fixture
+def s3_server():
+    """A moto S3 server on 127.0.0.1 with a new empty bucket (moto keeps buckets per process,
+    whatever the server): see ``S3Server``."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    s3 = S3Server(f"http://{host}:{port}", f"robopipe-{uuid.uuid4().hex[:12]}")
+    log = logging.getLogger("werkzeug")  # moto's server logs each request line here
+    handler = _RequestLines(s3.lines)
+    log.addHandler(handler)
+    try:
+        s3.fs.mkdir(s3.bucket)
+        yield s3
+    finally:
+        log.removeHandler(handler)
+        server.stop()

@@ -42,6 +42,7 @@ VALIDATED_VIDEO_FILE = RESULTS_DIR + "/validation/videos/{video_key}/chunk-{chun
 VALIDATION_FILE = RESULTS_DIR + "/validation.json"
 PUBLISHED_DIR = RESULTS_DIR + "/v3.0"
 PUBLISHED_INFO = PUBLISHED_DIR + "/" + "meta/info.json"
+PUSH_FILE = RESULTS_DIR + "/push.json"  # what `snakemake push` did
 LOG_FILE = "results/logs/{dataset}/{step}.log"
 JOB_STATS_FILE = "results/jobs/{dataset}/{step}.tsv"  # Snakemake's benchmark: TSV of a job
 BENCH_DIR = "results/bench/{dataset}"

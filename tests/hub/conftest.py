@@ -7,6 +7,8 @@
     Logs the hosts this process and its subprocesses resolve or connect to
     (``tests/hub/netaudit/sitecustomize.py``); ``net_log.env(env)`` adds it to a
     subprocess's environment, ``net_log.assert_only_local()`` checks what was logged.
+``repo``
+    ``v21`` as a Hub repo holds it: plus a ``README.md`` and a ``.gitattributes``.
 ``v21`` / ``v30``
     A small v2.1 demo dataset (8 episodes, 2 cameras) and its v3.0 conversion, whose videos
     roll over into several files (the same source as tests/loading's ``rollover``).
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,9 +73,10 @@ def net_log(tmp_path, monkeypatch) -> NetLog:
 @pytest.fixture
 def hf_client(tmp_path, monkeypatch) -> Path:
     """An in-process huggingface_hub client that contacts no host but the endpoint it is
-    given: telemetry off and a temporary cache (yielded; it holds the refs snapshot_download
-    records). huggingface_hub reads HF_HUB_DISABLE_TELEMETRY and HF_HOME when imported, so
-    its module constants are patched. With telemetry on, building the user agent fetches
+    given: telemetry off, Xet off (the stand-in serves LFS uploads) and a temporary cache
+    (yielded; it holds the refs snapshot_download records). huggingface_hub reads
+    HF_HUB_DISABLE_TELEMETRY, HF_HUB_DISABLE_XET and HF_HOME when imported, so its module
+    constants are patched. With telemetry on, building the user agent fetches
     ``{constants.ENDPOINT}/api/agent-harnesses`` (utils/_detect_agent.py:196): huggingface.co
     unless HF_ENDPOINT was set before the import."""
     from huggingface_hub import constants
@@ -80,7 +84,17 @@ def hf_client(tmp_path, monkeypatch) -> Path:
     cache = tmp_path / "hf_home" / "hub"
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
     return cache
+
+
+@pytest.fixture
+def repo(v21, tmp_path) -> Path:
+    root = tmp_path / "repo"
+    shutil.copytree(v21, root)
+    (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n")
+    (root / ".gitattributes").write_text("*.mp4 filter=lfs diff=lfs merge=lfs -text\n")
+    return root
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,5 @@
 """robopipe.hub.fetch_dataset against the Hub stand-in: the files, the errors, no other host."""
 
-import shutil
-
 import pytest
 
 from robopipe.errors import DatasetError
@@ -13,16 +11,6 @@ TOPS = ("meta", "data", "videos")
 def _dataset_files(tree: dict[str, str]) -> dict[str, str]:
     """The meta/, data/ and videos/ entries of a ``file_tree`` (what a fetch downloads)."""
     return {path: digest for path, digest in tree.items() if path.split("/")[0] in TOPS}
-
-
-@pytest.fixture
-def repo(v21, tmp_path):
-    """The v2.1 dataset as a Hub repo has it: plus a README and .gitattributes."""
-    root = tmp_path / "repo"
-    shutil.copytree(v21, root)
-    (root / "README.md").write_text("---\nlicense: apache-2.0\n---\n")
-    (root / ".gitattributes").write_text("*.mp4 filter=lfs diff=lfs merge=lfs -text\n")
-    return root
 
 
 def test_fetch_downloads_meta_data_and_videos(

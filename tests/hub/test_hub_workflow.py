@@ -1,10 +1,13 @@
 """The Snakemake path of a Hub source: `fetch`, then the `plan` checkpoint, then conversion."""
 
+import json
 import re
 
 import pytest
 
 pytestmark = pytest.mark.slow
+
+DATASET = ("meta", "data", "videos")
 
 CONFIG = {
     "datasets": {
@@ -39,4 +42,36 @@ def test_convert_fetches_from_hf_endpoint(
     assert (results / "jobs/hubds/fetch/fetch.tsv").is_file()
     downloads = [r for r in hub.requests if r.method == "GET" and "/resolve/" in r.path]
     assert len(downloads) == len(file_tree(v21))
+    net_log.assert_only_local()
+
+
+def test_push_back_tags_v30_keeps_v21_and_second_push_commits_nothing(
+    repo, hub_standin, net_log, tmp_path, run_snakemake, file_tree
+):
+    hub = hub_standin({"local/demo": {"main": repo, "v2.1": repo}}, token="hf_push")
+    env = net_log.env(hub.client_env(tmp_path / "hf_home", token="hf_push"))
+    config = {
+        "datasets": {"hubds": {**CONFIG["datasets"]["hubds"], "push": {"repo_id": "local/demo"}}}
+    }
+    old = hub.sha("local/demo", "v2.1")
+    workdir = tmp_path / "work"
+
+    run_snakemake(workdir, config, "push", "--cores", "2", env=env)
+    results = workdir / "results/hubds"
+    record = json.loads((results / "push.json").read_text())
+    tree = hub.tree("local/demo", "v3.0")
+    assert {p: d for p, d in tree.items() if p.split("/")[0] in DATASET} == file_tree(
+        results / "v3.0"
+    )
+    assert set(tree) - set(file_tree(results / "v3.0")) == {"README.md", ".gitattributes"}
+    assert hub.sha("local/demo", "v3.0") == hub.sha("local/demo", "main") == record["revision"]
+    assert hub.sha("local/demo", "v2.1") == old and hub.tree("local/demo", "v2.1") == file_tree(
+        repo
+    )
+    commits = len(hub.repo("local/demo").commits)
+
+    run_snakemake(workdir, config, "push", "--cores", "1", "--forcerun", "push_dataset", env=env)
+    again = json.loads((results / "push.json").read_text())
+    assert again["commits"] == [] and again["revision"] == record["revision"]
+    assert len(hub.repo("local/demo").commits) == commits
     net_log.assert_only_local()

@@ -15,6 +15,7 @@ from robopipe.layout import (
     LOG_FILE,
     PLAN_FILE,
     PUBLISHED_INFO,
+    PUSH_FILE,
     SHARD_DIR,
     STAGED_DATA_FILE,
     STAGED_META_DIR,
@@ -180,6 +181,23 @@ def converted_datasets():
     return expand(PUBLISHED_INFO, dataset=dataset_names())
 
 
+def pushed_datasets():
+    """The push records of every dataset with a `push:` section (target `push`)."""
+    return [
+        PUSH_FILE.format(dataset=name)
+        for name in dataset_names()
+        if "push" in config["datasets"][name]
+    ]
+
+
+def push_options(wildcards):
+    """params: the dataset's `push:` section (robopipe.conversion.push.PushTarget)."""
+    entry = config["datasets"][wildcards.dataset]
+    if "push" not in entry:
+        raise ValueError(f"dataset {wildcards.dataset!r} has no push: section")
+    return entry["push"]
+
+
 def source_of(wildcards):
     """params: the dataset's v2.1 source folder."""
     return source_dir(wildcards.dataset)
@@ -276,6 +294,17 @@ def bench_dataset_input(wildcards):
     if parse_scenario(wildcards.scenario).decode == "cuda":
         return f"results/{wildcards.dataset}/h264/meta/info.json"
     return PUBLISHED_INFO.format(dataset=wildcards.dataset)
+
+
+def bench_pushed_input(wildcards):
+    """The push a scenario waits for: push.json when its remote source's URL
+    (bench.sources) is where the dataset's `push: url` publishes it, else nothing."""
+    source = parse_scenario(wildcards.scenario).source
+    template = config["bench"].get("sources", {}).get(source)
+    push = config["datasets"][wildcards.dataset].get("push", {})
+    if template and template.format(dataset=wildcards.dataset) == push.get("url"):
+        return [PUSH_FILE.format(dataset=wildcards.dataset)]
+    return []
 
 
 def bench_settings(wildcards):

@@ -1,0 +1,496 @@
+"""Push a converted, validated v3.0 dataset to where its users load it from: a Hugging Face
+Hub dataset repo (with lerobot 0.6.1's conventions) or any fsspec URL (``s3://...``,
+``hf://buckets/...``, a local folder).
+
+Both are idempotent and resumable: only files missing or different on the target are
+uploaded, so a second push uploads nothing (and makes no Hub commit), and a push that was
+killed uploads only what it had not finished.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from robopipe.errors import DatasetError
+from robopipe.layout import INFO_PATH
+
+log = logging.getLogger(__name__)
+
+CODEBASE_VERSION = "v3.0"
+OLD_VERSION = "v2.1"
+DATASET_FOLDERS = ("meta", "data", "videos")  # the target's copies of these are the dataset
+CARD = "README.md"
+RETRY_STATUS = {429, 500, 502, 503, 504}
+TRANSIENT_NAMES = {"ConnectionError", "Timeout", "TransportError"}
+
+
+@dataclass(frozen=True)
+class PushTarget:
+    """Where a dataset is pushed, and how: a dataset's ``push:`` config section.
+
+    Attributes:
+        repo_id: a Hub dataset repo (``user/name``); created if missing.
+        url: an fsspec URL instead (``s3://bucket/name``, ``hf://buckets/user/b/name``, a
+            folder): the dataset's files are copied there as they are.
+        branch: the Hub branch to commit to (created from ``main`` if missing).
+        private: create the Hub repo private (an existing repo keeps its visibility).
+        commit_message: the Hub commit's summary.
+        create_pr: open a pull request with the commit instead of committing to ``branch``;
+            the ``v3.0`` tag is then left for after the merge.
+        overwrite: replace a different dataset that the target already holds (refused
+            otherwise).
+        license: the dataset card's license.
+        tags: the dataset card's tags besides ``LeRobot``.
+        storage_options: fsspec options of ``url`` (credentials, ``endpoint_url``...).
+        files_per_commit: most files added in one Hub commit (the Hub takes 25,000 LFS files
+            per commit); larger datasets take several commits, ``meta/`` in the last.
+        retries: attempts after a transient error (connection lost, HTTP 429 or 5xx); each
+            attempt compares the target again, so no work is done twice.
+    """
+
+    repo_id: str | None = None
+    url: str | None = None
+    branch: str = "main"
+    private: bool = False
+    commit_message: str = "Upload LeRobot v3.0 dataset (converted by robopipe)"
+    create_pr: bool = False
+    overwrite: bool = False
+    license: str | None = "apache-2.0"
+    tags: tuple[str, ...] = ()
+    storage_options: dict = field(default_factory=dict)
+    files_per_commit: int = 10_000
+    retries: int = 5
+
+    @classmethod
+    def from_config(cls, entry: dict) -> PushTarget:
+        """The target of a ``push:`` config section.
+
+        Raises:
+            ValueError: neither or both of ``repo_id`` and ``url``, or an unknown key.
+        """
+        names = {f.name for f in fields(cls)}
+        if unknown := sorted(set(entry) - names):
+            raise ValueError(f"push: unknown keys {unknown}")
+        if ("repo_id" in entry) == ("url" in entry):
+            raise ValueError("push: give exactly one of repo_id (the Hub) and url (fsspec)")
+        return cls(**{**entry, "tags": tuple(entry.get("tags", ()))})
+
+    @property
+    def name(self) -> str:
+        """The target as one string: ``hf://datasets/<repo_id>`` or the URL."""
+        return f"hf://datasets/{self.repo_id}" if self.repo_id else self.url
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """One file of the local dataset: its size (bytes), SHA-256 and git blob id (hex)."""
+
+    path: Path
+    size: int
+    sha256: str
+    git_oid: str
+
+    @classmethod
+    def hash(cls, path: Path) -> LocalFile:
+        size = path.stat().st_size
+        sha256, git = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
+        with open(path, "rb") as f:
+            while block := f.read(1 << 23):
+                sha256.update(block)
+                git.update(block)
+        return cls(path, size, sha256.hexdigest(), git.hexdigest())
+
+
+def dataset_files(root: str | Path) -> dict[str, Path]:
+    """The files of the dataset at ``root`` (``meta/``, ``data/``, ``videos/``) by relative
+    POSIX path, sorted; hidden files (Snakemake's ``.snakemake_timestamp``) left out."""
+    root = Path(root)
+    return {
+        p.relative_to(root).as_posix(): p
+        for top in DATASET_FOLDERS
+        for p in sorted((root / top).rglob("*"))
+        if p.is_file() and not p.name.startswith(".")
+    }
+
+
+def push_dataset(
+    root: str | Path,
+    target: PushTarget,
+    *,
+    name: str,
+    validation: dict,
+    endpoint: str | None = None,
+) -> dict:
+    """Push the v3.0 dataset at ``root`` to ``target``; return what was done (push.json).
+
+    ``validation`` is the summary the ``validate`` step wrote for this dataset: the push
+    starts only if it counts the data and video files that ``root`` holds. ``endpoint``:
+    the Hub's address (default ``HF_ENDPOINT``, else huggingface.co); the token is
+    ``HF_TOKEN`` or the one ``hf auth login`` saved.
+
+    Returns:
+        ``{"target", "repo_id", "url", "branch", "revision" (the Hub commit sha, None for a
+        URL), "tag", "commits" (shas made), "pr_url", "files", "bytes" (the dataset's),
+        "uploaded_files", "uploaded_bytes", "deleted_files", "seconds", "pushed_at"}``.
+
+    Raises:
+        DatasetError: ``root`` is not the validated dataset, or the target holds a different
+            dataset and ``target.overwrite`` is not set.
+        huggingface_hub.errors.HfHubHTTPError, OSError: the target failed (after retries).
+    """
+    start = time.monotonic()
+    files = dataset_files(root)
+    _check_validated(files, name, validation)
+    if target.repo_id:
+        record = _with_retries(target, lambda: _push_to_hub(files, target, name, endpoint))
+    else:
+        record = _with_retries(target, lambda: _push_to_url(files, target, name))
+    sizes = [p.stat().st_size for p in files.values()]
+    return {
+        "target": target.name,
+        "repo_id": target.repo_id,
+        "url": target.url,
+        "branch": target.branch if target.repo_id else None,
+        **record,
+        "files": len(files),
+        "bytes": sum(sizes),
+        "seconds": round(time.monotonic() - start, 3),
+        "pushed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
+
+
+def _check_validated(files: dict[str, Path], name: str, validation: dict) -> None:
+    counts = {
+        "data_files": sum(p.startswith("data/") for p in files),
+        "video_files": sum(p.startswith("videos/") for p in files),
+    }
+    expected = {k: validation.get(k) for k in counts}
+    if INFO_PATH not in files or counts != expected:
+        raise DatasetError(
+            name,
+            f"push: the dataset holds {counts} but its validation checked {expected}; "
+            "convert and validate it again (snakemake convert) before pushing",
+        )
+
+
+def _with_retries(target: PushTarget, push):
+    """``push()``, again after a transient error, up to ``target.retries`` times."""
+    for attempt in range(target.retries + 1):
+        try:
+            return push()
+        except Exception as exc:
+            if attempt == target.retries or not _transient(exc):
+                raise
+            wait = min(2.0**attempt, 30.0)
+            log.warning("push to %s: %s; retrying in %.0f s", target.name, exc, wait)
+            time.sleep(wait)
+
+
+def _transient(exc: Exception) -> bool:
+    """A lost connection, a timeout, or HTTP 429 / 5xx: worth another attempt."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    if isinstance(exc, HfHubHTTPError):
+        return getattr(exc.response, "status_code", None) in RETRY_STATUS
+    if isinstance(exc, ConnectionError | TimeoutError):
+        return True
+    # the HTTP client's own (requests, httpx): ConnectionError, Timeout, TransportError
+    return any(c.__name__ in TRANSIENT_NAMES for c in type(exc).__mro__)
+
+
+# --- the Hub ---------------------------------------------------------------------------
+
+
+def dataset_card(info: dict, repo_id: str, license: str | None, tags=()) -> str:
+    """The dataset card (``README.md``) lerobot 0.6.1's ``push_to_hub`` writes.
+
+    Source: ``create_lerobot_dataset_card`` and ``card_template.md`` in
+    ``lerobot/datasets/`` (v0.6.1): YAML metadata (license, tags ``LeRobot`` + ``tags``,
+    ``task_categories: robotics``, the ``default`` config on ``data/*/*.parquet``), then the
+    template's sections, with ``meta/info.json`` shown as lerobot's ``DatasetInfo.to_dict()``
+    (its fields in their order; unknown keys dropped).
+    """
+    from huggingface_hub import DatasetCard, DatasetCardData
+
+    card_data = DatasetCardData(
+        license=license,
+        tags=["LeRobot", *tags],
+        task_categories=["robotics"],
+        configs=[{"config_name": "default", "data_files": "data/*/*.parquet"}],
+    )
+    badge = (
+        "https://huggingface.co/datasets/huggingface/badges/resolve/main/visualize-this-dataset-xl"
+    )
+    text = f"""
+This dataset was created using [LeRobot](https://github.com/huggingface/lerobot).
+
+
+<a class="flex" href="https://huggingface.co/spaces/lerobot/visualize_dataset?path={repo_id}">
+<img class="block dark:hidden" src="{badge}.svg"/>
+<img class="hidden dark:block" src="{badge}-dark.svg"/>
+</a>
+
+
+## Dataset Description
+
+
+
+- **Homepage:** [More Information Needed]
+- **Paper:** [More Information Needed]
+- **License:** {license or "[More Information Needed]"}
+
+## Dataset Structure
+
+[meta/info.json](meta/info.json):
+```json
+{json.dumps(_lerobot_info(info), indent=4)}
+```
+
+
+## Citation
+
+**BibTeX:**
+
+```bibtex
+[More Information Needed]
+```"""
+    return str(DatasetCard(f"---\n{card_data.to_yaml()}\n---\n{text}"))
+
+
+# lerobot 0.6.1's DatasetInfo fields and defaults (lerobot/datasets/utils.py:115)
+LEROBOT_INFO_DEFAULTS = {
+    "codebase_version": None,
+    "fps": None,
+    "features": None,
+    "total_episodes": 0,
+    "total_frames": 0,
+    "total_tasks": 0,
+    "chunks_size": 1000,
+    "data_files_size_in_mb": 100,
+    "video_files_size_in_mb": 200,
+    "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+    "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
+    "robot_type": None,
+    "splits": {},
+    "tools": None,
+}
+
+
+def _lerobot_info(info: dict) -> dict:
+    """``DatasetInfo.from_dict(info).to_dict()``: known fields in order, ``tools`` only if set."""
+    out = {key: info.get(key, default) for key, default in LEROBOT_INFO_DEFAULTS.items()}
+    if out["tools"] is None:
+        del out["tools"]
+    return out
+
+
+def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint) -> dict:
+    """One attempt: compare the branch with the dataset, commit what differs, tag ``v3.0``."""
+    from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
+
+    api = HfApi(endpoint=endpoint)
+    repo_id, branch = target.repo_id, target.branch
+    api.create_repo(repo_id, repo_type="dataset", private=target.private, exist_ok=True)
+    if branch != "main":
+        api.create_branch(repo_id, repo_type="dataset", branch=branch, exist_ok=True)
+    refs = api.list_repo_refs(repo_id, repo_type="dataset")
+    head = next(r.target_commit for r in refs.branches if r.name == branch)
+    tags = {r.name: r.target_commit for r in refs.tags}
+    remote = _hub_tree(api, repo_id, head)
+
+    local = {path: LocalFile.hash(p) for path, p in files.items()}
+    info = json.loads(files[INFO_PATH].read_text())
+    card = dataset_card(info, repo_id, target.license, target.tags).encode()
+    version = _hub_version(api, repo_id, head, remote, local)
+    _refuse_other_dataset(target, name, f"{target.name} (branch {branch})", local, remote, version)
+    tagged = tags.get(CODEBASE_VERSION)
+    if tagged not in (None, head):
+        tagged_meta = _hub_tree(api, repo_id, tagged, "meta")
+        tagged_version = _hub_version(api, repo_id, tagged, tagged_meta, local)
+        where = f"{target.name} (tag {CODEBASE_VERSION})"
+        _refuse_other_dataset(target, name, where, local, tagged_meta, tagged_version)
+    if OLD_VERSION not in tags and version == OLD_VERSION:
+        log.info("tagging the v2.1 dataset on %s as %s", target.name, OLD_VERSION)
+        api.create_tag(repo_id, tag=OLD_VERSION, revision=head, repo_type="dataset")
+
+    changed = [path for path, f in local.items() if not _same(remote.get(path), f)]
+    card_changed = not _same(remote.get(CARD), _bytes_file(card))
+    stale = [p for p in remote if p.split("/")[0] in DATASET_FOLDERS and p not in local]
+    commits, pr_url = [], None
+    if changed or card_changed or stale:
+        bulk = [CommitOperationAdd(p, str(files[p])) for p in changed if not p.startswith("meta/")]
+        last = [CommitOperationAdd(p, str(files[p])) for p in changed if p.startswith("meta/")]
+        last += [CommitOperationAdd(CARD, card)] if card_changed else []
+        last += [CommitOperationDelete(p) for p in stale]
+        operations = _batches(bulk, last, target.files_per_commit)
+        revision = branch
+        for i, ops in enumerate(operations, 1):
+            part = f" ({i}/{len(operations)})" if len(operations) > 1 else ""
+            commit = api.create_commit(
+                repo_id,
+                ops,
+                commit_message=target.commit_message + part,
+                repo_type="dataset",
+                revision=revision,
+                create_pr=target.create_pr and i == 1,
+                parent_commit=head,
+            )
+            log.info("committed %d files to %s: %s", len(ops), target.name, commit.oid)
+            if commit.pr_url:
+                pr_url, revision = commit.pr_url, commit.pr_revision
+            head = commit.oid
+            commits.append(commit.oid)
+    tag = None
+    if not target.create_pr:
+        tag = CODEBASE_VERSION
+        if tags.get(CODEBASE_VERSION) != head:
+            if CODEBASE_VERSION in tags:
+                api.delete_tag(repo_id, tag=CODEBASE_VERSION, repo_type="dataset")
+            api.create_tag(repo_id, tag=CODEBASE_VERSION, revision=head, repo_type="dataset")
+    uploaded = changed + ([CARD] if card_changed else [])
+    return {
+        "revision": head,
+        "tag": tag,
+        "commits": commits,
+        "pr_url": pr_url,
+        "uploaded_files": len(uploaded),
+        "uploaded_bytes": sum(local[p].size if p in local else len(card) for p in uploaded),
+        "deleted_files": len(stale),
+    }
+
+
+def _batches(bulk: list, last: list, size: int) -> list[list]:
+    """One commit if all fits, else ``bulk`` in commits of ``size`` and ``last`` after them
+    (``meta/`` and deletions: the branch turns into the new dataset in its last commit)."""
+    if len(bulk) + len(last) <= size:
+        return [bulk + last]
+    return [bulk[i : i + size] for i in range(0, len(bulk), size)] + [last]
+
+
+def _hub_tree(api, repo_id: str, revision: str, folder: str | None = None) -> dict:
+    """{path: RepoFile} of a Hub revision (below ``folder`` if given; {} if it is absent)."""
+    from huggingface_hub import RepoFile
+    from huggingface_hub.errors import RemoteEntryNotFoundError
+
+    try:
+        entries = api.list_repo_tree(
+            repo_id, folder, recursive=True, revision=revision, repo_type="dataset"
+        )
+        return {e.path: e for e in entries if isinstance(e, RepoFile)}
+    except RemoteEntryNotFoundError:
+        return {}
+
+
+def _same(remote, local: LocalFile) -> bool:
+    """Whether a Hub file (``RepoFile`` or None) holds ``local``'s bytes."""
+    if remote is None:
+        return False
+    if remote.lfs is not None:
+        return remote.lfs.sha256 == local.sha256
+    return remote.blob_id == local.git_oid
+
+
+def _bytes_file(data: bytes) -> LocalFile:
+    git = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return LocalFile(Path(), len(data), hashlib.sha256(data).hexdigest(), git)
+
+
+def _hub_version(api, repo_id: str, revision: str, remote: dict, local: dict) -> str | None:
+    """The ``codebase_version`` in ``meta/info.json`` at a Hub revision (``remote``: its
+    files), or None; read from the Hub only when that file is not the local one."""
+    if INFO_PATH not in remote:
+        return None
+    if _same(remote[INFO_PATH], local[INFO_PATH]):
+        return CODEBASE_VERSION
+    with tempfile.TemporaryDirectory() as tmp:
+        path = api.hf_hub_download(
+            repo_id, INFO_PATH, repo_type="dataset", revision=revision, local_dir=tmp
+        )
+        return json.loads(Path(path).read_text()).get("codebase_version")
+
+
+def _refuse_other_dataset(target, name, where, local, remote, version) -> None:
+    """Raise unless ``remote`` (a Hub revision's files, holding a dataset of ``version``)
+    holds no v3.0 dataset, this dataset (the same ``meta/``), or ``overwrite`` is set."""
+    remote_meta = {p: f for p, f in remote.items() if p.startswith("meta/")}
+    local_meta = {p: f for p, f in local.items() if p.startswith("meta/")}
+    same = remote_meta.keys() == local_meta.keys() and all(
+        _same(remote_meta[p], f) for p, f in local_meta.items()
+    )
+    if version == CODEBASE_VERSION and not same and not target.overwrite:
+        raise DatasetError(name, _refusal(where))
+
+
+def _refusal(where: str) -> str:
+    return (
+        f"push: {where} already holds a different dataset; push it elsewhere, "
+        "or set push.overwrite: true to replace it"
+    )
+
+
+# --- fsspec URLs -----------------------------------------------------------------------
+
+
+def _push_to_url(files: dict[str, Path], target: PushTarget, name: str) -> dict:
+    """One attempt: copy the files missing on the target (by path and size), ``meta/`` last
+    and ``meta/info.json`` last of all, then delete the target's files the dataset lacks."""
+    import fsspec
+    from fsspec.implementations.local import LocalFileSystem
+
+    fs, base = fsspec.core.url_to_fs(target.url, **target.storage_options)
+    if isinstance(fs, LocalFileSystem):
+        fs = LocalFileSystem(auto_mkdir=True)  # make the folder's subfolders
+    base = base.rstrip("/")
+    remote = _url_tree(fs, base)
+    if INFO_PATH in remote and not _same_meta(fs, base, files, remote):
+        if not target.overwrite:
+            raise DatasetError(name, _refusal(target.url))
+        log.info("overwriting the dataset at %s", target.url)
+        fs.rm([f"{base}/{p}" for p in sorted(remote, key=lambda p: p != INFO_PATH)])
+        remote = {}
+    missing = [p for p, local in files.items() if remote.get(p) != local.stat().st_size]
+    order = sorted(missing, key=lambda p: (p.startswith("meta/"), p == INFO_PATH))
+    bulk = [p for p in order if not p.startswith("meta/")]
+    if bulk:
+        fs.put([str(files[p]) for p in bulk], [f"{base}/{p}" for p in bulk])
+    for p in order[len(bulk) :]:
+        fs.put_file(str(files[p]), f"{base}/{p}")
+    stale = [p for p in remote if p not in files]
+    if stale:
+        fs.rm([f"{base}/{p}" for p in stale])
+    return {
+        "revision": None,
+        "tag": None,
+        "commits": [],
+        "pr_url": None,
+        "uploaded_files": len(missing),
+        "uploaded_bytes": sum(files[p].stat().st_size for p in missing),
+        "deleted_files": len(stale),
+    }
+
+
+def _url_tree(fs, base: str) -> dict[str, int]:
+    """{relative path: size} of the dataset files under ``base`` ({} if absent)."""
+    if not fs.exists(base):
+        return {}
+    tree = {}
+    for path, info in fs.find(base, detail=True).items():
+        rel = path[len(base) :].lstrip("/")
+        if rel.split("/")[0] in DATASET_FOLDERS and info.get("type") != "directory":
+            tree[rel] = info["size"]
+    return tree
+
+
+def _same_meta(fs, base: str, files: dict[str, Path], remote: dict[str, int]) -> bool:
+    """Whether the target's ``meta/`` files are the dataset's, byte for byte."""
+    local_meta = {p for p in files if p.startswith("meta/")}
+    if local_meta != {p for p in remote if p.startswith("meta/")}:
+        return False
+    return all(fs.cat_file(f"{base}/{p}") == files[p].read_bytes() for p in sorted(local_meta))
