@@ -1,29 +1,32 @@
 """Conversion speed: lerobot 0.6.1's converter vs robopipe's whole Snakemake conversion.
 
-For each episode count N: generate the demo dataset (``python -m robopipe.demo``, 2 cameras;
-cached under ``--work``), then, same machine, same run, ``--repeat`` times (default 3),
-alternating the two so that a slow spell of a shared machine hits both:
+Sources: the demo dataset with N episodes (``--episodes N ...``; ``python -m robopipe.demo``,
+2 cameras, cached under ``--work``) and/or real v2.1 folders (``--source DIR ...``, with
+``--restamp`` for sources whose parquet timestamps are off ``frame_index / fps``). For each,
+same machine, same run, ``--repeat`` times (default 3), alternating so that a slow spell of a
+shared machine hits all three:
 
+- ``cp -r`` of the source (the floor: every byte read and written once);
 - lerobot: ``python -m lerobot.scripts.convert_dataset_v21_to_v30`` run as a whole process
   (interpreter start and imports included) on a writable copy of the source (it converts in
   place; copying is not timed), offline (``HF_HUB_OFFLINE=1``, ``HF_HOME`` in the work dir).
   Peak RSS is the process's ``ru_maxrss`` from ``os.wait4``.
 - robopipe: ``python -m snakemake convert`` as a whole process, in a fresh Snakemake working
-  directory, with a config naming the local source. Validation is part of that run (publish
-  needs it); the comparison uses the run's wall time minus the ``validate`` job's wall time,
-  which is exact enough because validate runs alone (after every aggregate and meta job,
-  before publish). Each job's peak RSS comes from Snakemake's benchmark TSVs
-  (``results/jobs/{dataset}/{rule}/{name}.tsv``, column ``max_rss``, MB).
+  directory, validation included (publish needs it). Each job's wall time and peak RSS come
+  from Snakemake's benchmark TSVs (``results/jobs/{dataset}/{rule}/{name}.tsv``); the
+  validation share is the validate* jobs' seconds over all jobs' seconds (they run in
+  parallel with the rest, so a share of the wall time cannot be cut out exactly).
 
 Prints the medians, the range of the per-pair ratios, and writes
 ``{results}/bench/{dataset}/lerobot_convert.json`` (fields of the report's input contract
 (robopipe.report.results): dataset, episodes, lerobot_wall_s, lerobot_peak_rss_mb,
-robopipe_wall_s, robopipe_max_job_rss_mb, as medians; plus the validation figures and each
-pair's figures under ``runs``) and copies the TSVs to ``{results}/jobs/{dataset}/``.
+robopipe_wall_s, robopipe_max_job_rss_mb, as medians; plus cp -r, the validation figures and
+each pair's figures under ``runs``) and copies the TSVs to ``{results}/jobs/{dataset}/``.
 
 Needs ``.venv-lerobot`` (``tools/lerobot_env.sh``). Usage::
 
     python tools/convert_speed.py --episodes 100 500 1000 [--repeat 3] [--cores 2] [--work DIR]
+    python tools/convert_speed.py --source ../shared/datasets/cr5_banana_plate_v21 --restamp
 """
 
 from __future__ import annotations
@@ -88,7 +91,17 @@ def run_lerobot(source: Path, work: Path, name: str) -> tuple[float, float]:
     return timed_process(cmd, work / f"{name}.lerobot.log", env=offline_env(hf_home))
 
 
-def run_snakemake(source: Path, work: Path, name: str, cores: int) -> float:
+def run_copy(source: Path, work: Path, name: str) -> float:
+    """Wall seconds of ``cp -r`` of ``source`` (the copy is removed afterwards)."""
+    target = work / "copy" / name
+    shutil.rmtree(target, ignore_errors=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    wall, _ = timed_process(["cp", "-r", str(source), str(target)], work / f"{name}.cp.log")
+    shutil.rmtree(target)
+    return wall
+
+
+def run_snakemake(source: Path, work: Path, name: str, cores: int, restamp: bool) -> float:
     """Wall seconds of ``snakemake convert`` in a fresh working directory ``work/snakemake``."""
     workdir = work / "snakemake"
     shutil.rmtree(workdir / "results" / name, ignore_errors=True)
@@ -96,17 +109,11 @@ def run_snakemake(source: Path, work: Path, name: str, cores: int) -> float:
         shutil.rmtree(workdir / "results" / sub / name, ignore_errors=True)
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / f"{name}.yaml"
-    config.write_text(json.dumps({"datasets": {name: {"path": str(source)}}}))
+    entry = {"path": str(source), "conversion": {"restamp_timestamps": restamp}}
+    config.write_text(json.dumps({"datasets": {name: entry}}))
     # `python -m snakemake`, as lerobot's converter runs as `python -m lerobot...`
-    cmd = [
-        sys.executable,
-        "-m",
-        "snakemake",
-        "-s",
-        str(REPO / "workflow" / "Snakefile"),
-        "-d",
-        str(workdir),
-    ]
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile")]
+    cmd += ["-d", str(workdir)]
     # The default config first (relative paths resolve against -d, not the repo), then ours.
     cmd += ["--configfile", str(REPO / "config" / "config.yaml"), str(config)]
     cmd += ["--cores", str(cores), "convert"]
@@ -138,45 +145,50 @@ def dataset_name(episodes: int, codec: str) -> str:
     return f"demo{episodes}" + ("" if codec == "libsvtav1" else f"_{codec}")
 
 
-def measure(episodes: int, work: Path, results: Path, cores: int, codec: str, repeat: int) -> dict:
-    """Time both converters ``repeat`` times, alternating, on the N-episode demo; write and
-    return lerobot_convert.json (medians; each pair's figures under ``runs``)."""
-    name = dataset_name(episodes, codec)
-    source = demo_source(work, episodes, codec)
-    frames = json.loads((source / "meta/info.json").read_text())["total_frames"]
+def measure(
+    name: str, source: Path, work: Path, results: Path, cores: int, repeat: int, restamp: bool
+) -> dict:
+    """Time cp -r, lerobot and robopipe ``repeat`` times, alternating, on ``source``; write and
+    return lerobot_convert.json (medians; each round's figures under ``runs``)."""
+    info = json.loads((source / "meta/info.json").read_text())
     load_before = os.getloadavg()[0]
     runs, job_rss = [], []
     benchmarks = work / "snakemake" / "results" / "jobs" / name
     for _ in range(repeat):
+        copy_wall = run_copy(source, work, name)
         lerobot_wall, lerobot_rss = run_lerobot(source, work, name)
-        snakemake_wall = run_snakemake(source, work, name, cores)
+        snakemake_wall = run_snakemake(source, work, name, cores, restamp)
         jobs = read_benchmarks(benchmarks)
-        validate = jobs.get("validate", [])
-        validate_s = sum(r["s"] for r in validate)
-        conversion = [r for rule, rows in jobs.items() if rule != "validate" for r in rows]
-        job_rss.append(max(r["max_rss"] for r in conversion))
+        job_s = sum(r["s"] for rows in jobs.values() for r in rows)
+        validating = [rows for rule, rows in jobs.items() if rule.startswith("validate")]
+        validate_s = sum(r["s"] for rows in validating for r in rows)
+        job_rss.append(max(r["max_rss"] for rows in jobs.values() for r in rows))
         runs.append(
             {
+                "cp_wall_s": round(copy_wall, 3),
                 "lerobot_wall_s": round(lerobot_wall, 3),
                 "lerobot_peak_rss_mb": round(lerobot_rss, 1),
-                "robopipe_wall_s": round(snakemake_wall - validate_s, 3),
-                "snakemake_wall_s_with_validation": round(snakemake_wall, 3),
-                "validate_s": validate_s,
-                "validate_max_rss_mb": max((r["max_rss"] for r in validate), default=None),
+                "robopipe_wall_s": round(snakemake_wall, 3),
+                "validate_job_s": round(validate_s, 3),
+                "validate_share": round(validate_s / job_s, 3),
+                "rule_max_rss_mb": {
+                    rule: max(r["max_rss"] for r in rows) for rule, rows in jobs.items()
+                },
             }
         )
+    medians = ("cp_wall_s", "lerobot_wall_s", "lerobot_peak_rss_mb", "robopipe_wall_s")
+    medians += ("validate_job_s", "validate_share")
     result = {
         "dataset": name,
-        "episodes": episodes,
-        "frames": frames,
-        "codec": codec,
+        "episodes": info["total_episodes"],
+        "frames": info["total_frames"],
         "cores": cores,
-        **{key: statistics.median(r[key] for r in runs) for key in runs[0]},
+        **{key: statistics.median(r[key] for r in runs) for key in medians},
         "robopipe_max_job_rss_mb": max(job_rss),
-        "robopipe_jobs": {rule: len(rows) for rule, rows in jobs.items() if rule != "validate"},
-        "ratio_range": [
-            round(min(r["robopipe_wall_s"] / r["lerobot_wall_s"] for r in runs), 3),
-            round(max(r["robopipe_wall_s"] / r["lerobot_wall_s"] for r in runs), 3),
+        "robopipe_jobs": {rule: len(rows) for rule, rows in jobs.items()},
+        "speedup_range": [
+            round(min(r["lerobot_wall_s"] / r["robopipe_wall_s"] for r in runs), 3),
+            round(max(r["lerobot_wall_s"] / r["robopipe_wall_s"] for r in runs), 3),
         ],
         "runs": runs,
         "load_avg_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],  # before, after
@@ -189,7 +201,11 @@ def measure(episodes: int, work: Path, results: Path, cores: int, codec: str, re
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--episodes", type=int, nargs="+", default=[100, 500, 1000])
+    parser.add_argument("--episodes", type=int, nargs="*", default=[])
+    parser.add_argument("--source", type=Path, nargs="*", default=[], help="v2.1 folders")
+    parser.add_argument(
+        "--restamp", action="store_true", help="convert --source with restamp_timestamps"
+    )
     parser.add_argument("--cores", type=int, default=os.cpu_count(), help="snakemake --cores")
     parser.add_argument(
         "--codec",
@@ -206,20 +222,23 @@ def main(argv: list[str] | None = None) -> int:
     if not LEROBOT_PYTHON.exists():
         sys.exit(f"{LEROBOT_PYTHON} missing: run tools/lerobot_env.sh first")
     work = args.work.resolve()
+    sources = [(p.resolve().name, p.resolve(), args.restamp) for p in args.source]
+    for n in args.episodes:
+        sources.append((dataset_name(n, args.codec), demo_source(work, n, args.codec), False))
+    if not sources:
+        parser.error("give --episodes and/or --source")
     print(
-        f"{'episodes':>8} {'frames':>7} {'lerobot s':>9} {'robopipe s':>10} {'ratio':>6} "
-        f"{'range':>10} {'lerobot MB':>10} {'max job MB':>10} {'validate s':>10} {'val. MB':>7}"
+        f"{'dataset':>24} {'frames':>7} {'cp -r s':>7} {'lerobot s':>9} {'robopipe s':>10} "
+        f"{'speedup':>7} {'range':>10} {'x cp -r':>7} {'valid.':>6} {'max job MB':>10}"
     )
-    for episodes in args.episodes:
-        r = measure(episodes, work, args.results.resolve(), args.cores, args.codec, args.repeat)
-        ratio = r["robopipe_wall_s"] / r["lerobot_wall_s"]
-        low, high = r["ratio_range"]
+    for name, source, restamp in sources:
+        r = measure(name, source, work, args.results.resolve(), args.cores, args.repeat, restamp)
+        low, high = r["speedup_range"]
         print(
-            f"{episodes:>8} {r['frames']:>7} {r['lerobot_wall_s']:>9.1f} "
-            f"{r['robopipe_wall_s']:>10.1f} {ratio:>6.2f} {f'{low:.2f}-{high:.2f}':>10} "
-            f"{r['lerobot_peak_rss_mb']:>10.0f} "
-            f"{r['robopipe_max_job_rss_mb']:>10.0f} {r['validate_s']:>10.1f} "
-            f"{r['validate_max_rss_mb'] or 0:>7.0f}",
+            f"{name:>24} {r['frames']:>7} {r['cp_wall_s']:>7.1f} {r['lerobot_wall_s']:>9.1f} "
+            f"{r['robopipe_wall_s']:>10.1f} {r['lerobot_wall_s'] / r['robopipe_wall_s']:>7.2f} "
+            f"{f'{low:.2f}-{high:.2f}':>10} {r['robopipe_wall_s'] / r['cp_wall_s']:>7.1f} "
+            f"{r['validate_share']:>6.0%} {r['robopipe_max_job_rss_mb']:>10.0f}",
             flush=True,
         )
     return 0
