@@ -227,13 +227,17 @@ class FrameReader:
         Raises:
             VideoError: no frame is that close (the message gives the nearest timestamp).
         """
+        return self.video_frame_at(seconds, tolerance_s).to_ndarray()
+
+    def video_frame_at(self, seconds: float, tolerance_s: float) -> av.VideoFrame:
+        """As :meth:`frame_at`, but the decoded PyAV frame (``.width``, ``.height``, ...)."""
         target = round(Fraction(seconds) / self.time_base)
         self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
         best = None
         for frame in self._container.decode(self._stream):
             ts = float(frame.pts * self.time_base)
             if abs(ts - seconds) <= tolerance_s:
-                return frame.to_ndarray()
+                return frame
             best = ts
             if ts > seconds:
                 break

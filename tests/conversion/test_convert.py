@@ -14,7 +14,7 @@ from robopipe.conversion.meta import write_episodes
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import make_plan
 from robopipe.conversion.serial import convert_dataset
-from robopipe.conversion.validate import validate_data_file, validate_video_file
+from robopipe.conversion.validate import validate, validate_data_file, validate_video_file
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
 from robopipe.layout import data_path, video_path
@@ -242,3 +242,22 @@ def test_data_validation_catches_a_changed_value(make_v21, tmp_path):
     with pytest.raises(DatasetError, match="column action differs") as caught:
         validate_data_file(source, plan, out, 0, 0)
     assert caught.value.episode == 1
+
+
+def test_the_whole_dataset_check_looks_frames_up_as_a_loader_does(make_v21, tmp_path):
+    source_dir = make_v21(episodes=3, min_length=12, max_length=12)
+    out = tmp_path / "v3.0"
+    plan = convert_dataset(source_dir, out, name="demo")
+    source = load_source(source_dir, "demo")
+    reports = [{"file": rel} for rel in plan.file_paths()]
+    summary = validate(source, plan, out, reports)
+    assert summary["frames_loaded"] == 2 * len(plan.video_keys)  # one file per camera
+    with pytest.raises(DatasetError, match="no validation report"):
+        validate(source, plan, out, reports[1:])
+    info = json.loads((out / "meta/info.json").read_text())
+    key = plan.video_keys[0]
+    info["features"][key]["info"]["video.height"] = 64
+    (out / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetError, match="info.json declares") as caught:
+        validate(source, plan, out, reports)
+    assert caught.value.episode == 0

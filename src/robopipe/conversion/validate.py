@@ -15,8 +15,8 @@ exists:
   or, with ``frames="all"``, every frame.
 
 Last, :func:`validate` checks the whole staged dataset: every planned file is present, the
-episodes metadata rows match the plan, and robopipe's own ``MapDataset`` (what lerobot's
-loader does) reads the first and last frame of every video file. A dataset that fails any of
+episodes metadata rows match the plan, and the first and last frame of every video file are
+looked up from the v3.0 files alone, as lerobot's loader does. A dataset that fails any of
 these is never published.
 """
 
@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.conversion.shard import timestamp_error
 from robopipe.formats.v21_reader import V21Source
+from robopipe.formats.v30_reader import read_data_file, read_meta
 from robopipe.layout import DEFAULT_TOLERANCE_S, INFO_PATH, data_path, video_path
 from robopipe.video import MP4, FrameReader, PacketDigest, StreamParams, VideoError
 
@@ -268,7 +269,8 @@ def validate(source: V21Source, plan: Plan, root: Path, reports: list[dict]) -> 
     """Check the staged dataset at ``root`` as a whole, after every file passed its own check
     (``reports``: the dicts :func:`validate_data_file` and :func:`validate_video_file`
     returned): every planned file is present, the episodes metadata rows match the plan, and
-    ``MapDataset`` reads the first and last frame of every video file.
+    the first and last frame of every video file are found from the v3.0 files alone, as a
+    loader finds them.
 
     Returns:
         ``{"episodes", "frames", "data_files", "video_files", "packets", "frames_compared",
@@ -326,35 +328,48 @@ def _check_episodes_meta(source: V21Source, plan: Plan, root: Path) -> None:
 
 
 def _load_first_and_last_frames(source: V21Source, plan: Plan, root: Path) -> int:
-    """Read, with robopipe's MapDataset, the first and last frame of every video file."""
-    if not plan.video_keys:
-        return 0
-    from robopipe.loading import MapDataset  # imports torch: only this final check needs it
-
-    dataset = MapDataset(str(root), name=plan.dataset)
-    indices = set()
-    for key, files in plan.video_files.items():
-        for f in files:
-            held = [e for e in plan.episodes if e.videos[key] == (f.chunk, f.file)]
-            indices |= {held[0].dataset_from_index, held[-1].dataset_to_index - 1}
-    ends = [e.dataset_to_index for e in plan.episodes]
-    for index in sorted(indices):
-        ep = plan.episodes[int(np.searchsorted(ends, index, side="right"))]
-        try:
-            item = dataset[index]
-        except Exception as exc:  # any failure to load is a dataset lerobot cannot load
-            raise source.error(
-                f"robopipe's loader cannot read frame {index}: {exc}",
-                episode=ep.source_episode_index,
-            ) from exc
-        for key in plan.video_keys:
-            declared = source.info["features"][key]
-            height = declared.get("info", {}).get("video.height", declared["shape"][0])
-            width = declared.get("info", {}).get("video.width", declared["shape"][1])
-            if tuple(item[key].shape[-2:]) != (height, width):
-                raise source.error(
-                    f"frame {index} of camera {key} has shape {tuple(item[key].shape)}, but "
-                    f"info.json declares {height}x{width}",
-                    episode=ep.source_episode_index,
-                )
-    return len(indices) * len(plan.video_keys)
+    """Look up the first and last frame of every video file as a LeRobot loader does, from
+    the v3.0 files alone: the episode's ``from_timestamp`` in ``meta/episodes`` plus the row's
+    ``timestamp`` in the data file, decoded within ``tolerance_s``, and of the size info.json
+    declares (lerobot 0.6.1 ``LeRobotDataset._query_videos``: torchcodec decodes into frames
+    of that size). Torch-free: importing torch would cost this job seconds and 370 MB."""
+    meta = read_meta(str(root), name=plan.dataset)
+    file_start: dict[tuple[int, int], int] = {}  # data file -> global index of its first row
+    for ep in plan.episodes:
+        file_start.setdefault(ep.data, ep.dataset_from_index)
+    timestamps = {}
+    tolerance_s = plan.options.tolerance_s
+    looked_up = 0
+    for key in plan.video_keys:
+        declared = meta.info["features"][key]  # what a loader sizes its frames by
+        height = declared.get("info", {}).get("video.height", declared["shape"][0])
+        width = declared.get("info", {}).get("video.width", declared["shape"][1])
+        held: dict[tuple[int, int], list[PlannedEpisode]] = {}
+        for ep in plan.episodes:
+            held.setdefault(ep.videos[key], []).append(ep)
+        for episodes in held.values():
+            with FrameReader(root / meta.video_file(key, episodes[0].episode_index)) as reader:
+                for ep, row in ((episodes[0], 0), (episodes[-1], episodes[-1].length - 1)):
+                    rel = meta.data_file(ep.episode_index)
+                    if rel not in timestamps:
+                        timestamps[rel] = read_data_file(meta, rel)["timestamp"]
+                    first_row = int(meta.episodes["dataset_from_index"][ep.episode_index])
+                    ts = float(timestamps[rel][first_row - file_start[ep.data] + row])
+                    start = float(meta.episodes[f"videos/{key}/from_timestamp"][ep.episode_index])
+                    try:
+                        frame = reader.video_frame_at(start + ts, tolerance_s)
+                    except VideoError as exc:
+                        raise source.error(
+                            f"a loader cannot read frame {row} of camera {key}: {exc.reason}",
+                            episode=ep.source_episode_index,
+                            file=meta.video_file(key, ep.episode_index),
+                        ) from exc
+                    if (frame.height, frame.width) != (height, width):
+                        raise source.error(
+                            f"frame {row} of camera {key} is {frame.width}x{frame.height}, but "
+                            f"info.json declares {width}x{height}",
+                            episode=ep.source_episode_index,
+                            file=meta.video_file(key, ep.episode_index),
+                        )
+                    looked_up += 1
+    return looked_up
