@@ -11,6 +11,7 @@ class DatasetError(Exception):
     The message always starts with the dataset name, then the episode index and the file
     when they are known, so a failed job's log says where to look:
     ``dataset 'cr5': episode 12: file videos/.../episode_000012.mp4: 197 frames in the mp4 ...``.
+    ``reason`` is the message alone (what is wrong; what to do).
     """
 
     def __init__(
@@ -22,6 +23,7 @@ class DatasetError(Exception):
         file: str | Path | None = None,
     ) -> None:
         self.dataset = dataset
+        self.reason = message
         self.episode = episode
         self.file = None if file is None else str(file)
         parts = [f"dataset {dataset!r}"]

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import json
+import string
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,6 +39,23 @@ REQUIRED_INFO_FIELDS = (
     "video_path",
 )
 
+STATS_FIX = "set `compute_missing_stats: true` to compute the missing stats"
+
+# The placeholders lerobot 0.3.x fills in v2.1 path templates, per template.
+DATA_PLACEHOLDERS = ("episode_chunk", "episode_index")
+VIDEO_PLACEHOLDERS = ("episode_chunk", "episode_index", "video_key")
+# Other names real exports use for them; accepted with the `template_placeholders` repair.
+PLACEHOLDER_ALIASES = {
+    "chunk": "episode_chunk",
+    "chunk_index": "episode_chunk",
+    "episode_chunk_index": "episode_chunk",
+    "episode": "episode_index",
+    "episode_id": "episode_index",
+    "camera": "video_key",
+    "image_key": "video_key",
+    "video_name": "video_key",
+}
+
 
 @dataclass
 class V21Source:
@@ -59,22 +78,36 @@ class V21Source:
     video_keys: list[str] = field(default_factory=list)
 
     @functools.cached_property
+    def available_stats(self) -> dict[int, dict]:
+        """The ``stats`` dicts ``meta/episodes_stats.jsonl`` has, by episode index; ``{}``
+        when the file is missing (real exports often lack it). Read on first use.
+
+        Raises:
+            DatasetError: the file is unreadable.
+        """
+        if not (self.root / V21_EPISODES_STATS_PATH).is_file():
+            return {}
+        lines = read_jsonl(self.root, V21_EPISODES_STATS_PATH, self.name)
+        return {line["episode_index"]: line["stats"] for line in lines}
+
+    @property
     def episodes_stats(self) -> dict[int, dict]:
         """``meta/episodes_stats.jsonl``: each episode's ``stats`` dict, by episode index.
 
         Read on first use (only the plan and meta jobs need it; it is the largest meta file).
 
         Raises:
-            DatasetError: the file is missing or unreadable, or an episode has no stats.
+            DatasetError: the file is missing or unreadable, or an episode has no stats; the
+                message names the ``compute_missing_stats`` repair.
         """
-        lines = _read_jsonl(self.root, V21_EPISODES_STATS_PATH, self.name)
-        stats = {line["episode_index"]: line["stats"] for line in lines}
-        absent = sorted(set(range(len(self.episodes))) - set(stats))
+        absent = sorted(set(range(len(self.episodes))) - set(self.available_stats))
         if absent:
             raise self.error(
-                "no stats for this episode", episode=absent[0], file=V21_EPISODES_STATS_PATH
+                f"no stats for this episode; {STATS_FIX}",
+                episode=absent[0],
+                file=V21_EPISODES_STATS_PATH,
             )
-        return stats
+        return self.available_stats
 
     @property
     def fps(self) -> int:
@@ -107,54 +140,37 @@ class V21Source:
         return DatasetError(self.name, message, episode=episode, file=file)
 
 
-def load_source(root: str | Path, name: str) -> V21Source:
+def load_source(root: str | Path, name: str, *, template_placeholders: bool = False) -> V21Source:
     """Load and check the metadata of the v2.1 dataset in ``root``.
 
     Reads ``meta/info.json``, ``episodes.jsonl`` and ``tasks.jsonl``; ``episodes_stats.jsonl``
     is read on first use of :attr:`V21Source.episodes_stats`. It does not open data or video
-    files (the plan and the shard jobs do).
+    files (the plan and the shard jobs do; :func:`robopipe.conversion.check.check_source`
+    checks everything at once). With ``template_placeholders`` the path templates may use the
+    names of :data:`PLACEHOLDER_ALIASES`.
 
     Raises:
-        DatasetError: the folder or a meta file is missing or unreadable; ``info.json`` lacks a
-            required field or has another ``codebase_version`` than ``v2.1``; episode indices
-            are not contiguous from 0; the episode count disagrees with ``total_episodes``;
-            task indices are not ``0..K-1``.
+        DatasetError: the first problem found: the folder or a meta file is missing or
+            unreadable; ``info.json`` is not v2.1 (a v3.0 dataset is named as such) or lacks a
+            required field; a path template has unknown placeholders; episode indices are
+            duplicated, missing or out of range; task indices are not ``0..K-1``.
     """
     root = Path(root)
     if not root.is_dir():
         raise DatasetError(name, f"source folder {root} does not exist")
-    info = _read_json(root, V21_INFO_PATH, name)
-    missing = [k for k in REQUIRED_INFO_FIELDS if k not in info]
-    if missing:
-        raise DatasetError(
-            name, f"info.json lacks required field(s) {', '.join(missing)}", file=V21_INFO_PATH
-        )
-    version = info["codebase_version"]
-    if version != "v2.1":
-        raise DatasetError(
-            name,
-            f"unknown codebase_version {version!r}: robopipe converts v2.1 datasets only",
-            file=V21_INFO_PATH,
-        )
-    episodes = sorted(_read_jsonl(root, V21_EPISODES_PATH, name), key=lambda e: e["episode_index"])
-    for position, episode in enumerate(episodes):
-        if episode["episode_index"] != position:
-            raise DatasetError(
-                name,
-                f"episode indices are not contiguous: episode {position} is not listed (the "
-                f"next is {episode['episode_index']}); v3.0 requires episodes 0..N-1, leave "
-                "episodes out with `skip_episodes` instead",
-                episode=position,
-                file=V21_EPISODES_PATH,
-            )
-    if len(episodes) != info["total_episodes"]:
-        raise DatasetError(
-            name,
-            f"{len(episodes)} episodes listed but info.json says total_episodes="
-            f"{info['total_episodes']}",
-            file=V21_EPISODES_PATH,
-        )
-    task_lines = sorted(_read_jsonl(root, V21_TASKS_PATH, name), key=lambda t: t["task_index"])
+    info = read_json(root, V21_INFO_PATH, name)
+    problem = info_problem(info)
+    if problem:
+        raise DatasetError(name, problem, file=V21_INFO_PATH)
+    for problem in template_problems(info, template_placeholders):
+        raise DatasetError(name, problem, file=V21_INFO_PATH)
+    if template_placeholders:
+        info = {**info, **{k: normalise_template(info[k]) for k in ("data_path", "video_path")}}
+    lines = read_jsonl(root, V21_EPISODES_PATH, name)
+    for episode, problem in episode_index_problems(lines, info["total_episodes"]):
+        raise DatasetError(name, problem, episode=episode, file=V21_EPISODES_PATH)
+    episodes = sorted(lines, key=lambda e: e["episode_index"])
+    task_lines = sorted(read_jsonl(root, V21_TASKS_PATH, name), key=lambda t: t["task_index"])
     if [t["task_index"] for t in task_lines] != list(range(len(task_lines))):
         raise DatasetError(name, "task indices are not 0..K-1", file=V21_TASKS_PATH)
     video_keys = sorted(k for k, ft in info["features"].items() if ft["dtype"] == "video")
@@ -170,7 +186,115 @@ def load_source(root: str | Path, name: str) -> V21Source:
     )
 
 
-def _read_json(root: Path, rel: str, name: str) -> dict:
+def info_problem(info: dict) -> str | None:
+    """What makes ``info.json`` unconvertible (another version, missing fields), or None."""
+    version = info.get("codebase_version")
+    if version == "v3.0":
+        return (
+            "this dataset is already LeRobot v3.0, there is nothing to convert; robopipe's "
+            "loaders and benchmarks read v3.0 as it is (robopipe.loading.MapDataset), and "
+            "robopipe converts v2.1 sources only"
+        )
+    missing = [k for k in REQUIRED_INFO_FIELDS if k not in info]
+    if "codebase_version" not in missing and version != "v2.1":
+        return f"unknown codebase_version {version!r}: robopipe converts v2.1 datasets only"
+    if missing:
+        return f"info.json lacks required field(s) {', '.join(missing)}"
+    return None
+
+
+def template_fields(template: str | None) -> list[str]:
+    """The placeholder names of a ``str.format`` template, in order (``[]`` for None)."""
+    if not template:
+        return []
+    return [name for _, name, _, _ in string.Formatter().parse(template) if name is not None]
+
+
+def normalise_template(template: str | None) -> str | None:
+    """``template`` with the placeholders of :data:`PLACEHOLDER_ALIASES` renamed to lerobot's
+    (``{chunk_index:03d}`` becomes ``{episode_chunk:03d}``; format specs are kept)."""
+    if not template:
+        return template
+    parts = []
+    for literal, placeholder, spec, conversion in string.Formatter().parse(template):
+        parts.append(literal.replace("{", "{{").replace("}", "}}"))
+        if placeholder is not None:
+            placeholder = PLACEHOLDER_ALIASES.get(placeholder, placeholder)
+            conversion = f"!{conversion}" if conversion else ""
+            parts.append("{" + placeholder + conversion + (f":{spec}" if spec else "") + "}")
+    return "".join(parts)
+
+
+def template_problems(info: dict, template_placeholders: bool) -> list[str]:
+    """One message per path template of ``info`` with placeholders lerobot does not fill.
+
+    Names of :data:`PLACEHOLDER_ALIASES` are accepted with ``template_placeholders``;
+    without it the message names that option.
+    """
+    problems = []
+    for key, allowed in (("data_path", DATA_PLACEHOLDERS), ("video_path", VIDEO_PLACEHOLDERS)):
+        unknown = [f for f in template_fields(info.get(key)) if f not in allowed]
+        if template_placeholders:
+            unknown = [f for f in unknown if PLACEHOLDER_ALIASES.get(f) not in allowed]
+        if not unknown:
+            continue
+        fix = (
+            "set `template_placeholders: true` to read them as "
+            + ", ".join(f"{{{PLACEHOLDER_ALIASES[f]}}}" for f in unknown)
+            if all(PLACEHOLDER_ALIASES.get(f) in allowed for f in unknown)
+            else f"use only {', '.join('{' + a + '}' for a in allowed)}"
+        )
+        problems.append(
+            f"{key} {info[key]!r} has unknown placeholder(s) "
+            f"{', '.join('{' + f + '}' for f in unknown)}; {fix}"
+        )
+    return problems
+
+
+def episode_index_problems(lines: list[dict], total_episodes: int) -> list[tuple[int | None, str]]:
+    """``(episode, message)`` for every line of ``episodes.jsonl`` that breaks ``0..N-1``.
+
+    ``N`` is ``total_episodes`` from ``info.json``. Named as what they are: a line without an
+    ``episode_index`` or ``length``, an index listed twice, out of range, or not listed.
+    """
+    problems: list[tuple[int | None, str]] = []
+    fix = "v3.0 requires episodes 0..N-1, listed once each"
+    counts = Counter(line.get("episode_index") for line in lines)
+    for number, line in enumerate(lines, start=1):
+        if not isinstance(line.get("episode_index"), int) or "length" not in line:
+            problems.append(
+                (None, f"line {number} lacks an integer episode_index or a length; {fix}")
+            )
+    for index, count in sorted((i, c) for i, c in counts.items() if isinstance(i, int)):
+        if count > 1:
+            problems.append(
+                (index, f"episode {index} is listed {count} times; remove the duplicate lines")
+            )
+        if not 0 <= index < total_episodes:
+            problems.append(
+                (
+                    index,
+                    f"episode {index} is out of range: info.json says total_episodes="
+                    f"{total_episodes}; {fix}",
+                )
+            )
+    for index in sorted(set(range(total_episodes)) - set(counts)):
+        problems.append(
+            (
+                index,
+                f"episode {index} is not listed (info.json says total_episodes="
+                f"{total_episodes}); {fix}, leave episodes out with `skip_episodes` instead",
+            )
+        )
+    return problems
+
+
+def read_json(root: Path, rel: str, name: str) -> dict:
+    """``root / rel`` parsed as JSON.
+
+    Raises:
+        DatasetError: the file is missing or not valid JSON (naming ``rel``).
+    """
     path = root / rel
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -180,7 +304,12 @@ def _read_json(root: Path, rel: str, name: str) -> dict:
         raise DatasetError(name, f"not valid JSON: {exc}", file=rel) from None
 
 
-def _read_jsonl(root: Path, rel: str, name: str) -> list[dict]:
+def read_jsonl(root: Path, rel: str, name: str) -> list[dict]:
+    """``root / rel`` parsed as JSON lines (blank lines skipped).
+
+    Raises:
+        DatasetError: the file is missing or a line is not valid JSON (naming the line).
+    """
     path = root / rel
     try:
         text = path.read_text(encoding="utf-8")

@@ -1,0 +1,716 @@
+"""Check a whole v2.1 source in one pass, before anything is converted.
+
+Every problem of every episode and file is collected (nothing stops at the first), from
+metadata, parquet footers and mp4 headers only: no frame is decoded and only the
+``timestamp`` and ``frame_index`` columns are read. What is checked:
+
+- ``meta/info.json``: a v2.1 dataset (a v3.0 one is named as such), the fields lerobot 0.6.1's
+  converter needs, path templates with only lerobot's placeholders;
+- ``episodes.jsonl``: every index ``0..total_episodes-1`` listed once (duplicates, missing and
+  out-of-range indices named as what they are); ``tasks.jsonl``; ``episodes_stats.jsonl``;
+- every episode's parquet: present, non-empty, a readable footer, rows equal to the episode's
+  ``length``, the required columns (``index``, ``episode_index``, ``frame_index``,
+  ``timestamp``, ``task_index``) and every ``info.json`` feature with its dtype and shape,
+  timestamps within ``tolerance_s`` of ``frame_index / fps``;
+- every episode's mp4 per camera: present, non-empty, readable, not truncated (the last
+  packets are demuxed), one video stream whose codec, width, height, pixel format, frame rate
+  and time base agree with ``info.json`` and with the other episodes, and as many frames as
+  the parquet has rows;
+- every path, symlinks resolved, inside the dataset root.
+
+Files that are not part of the dataset are listed as notes, as are source files that changed
+since the previous check. Problems that an opt-in repair (:data:`REPAIRS`) fixes are not
+problems when it is on, and name it when it is off.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections import Counter
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from robopipe.atomic import write_json
+from robopipe.errors import DatasetError
+from robopipe.layout import (
+    DEFAULT_FEATURES,
+    DEFAULT_TOLERANCE_S,
+    V21_EPISODES_PATH,
+    V21_EPISODES_STATS_PATH,
+    V21_INFO_PATH,
+    V21_TASKS_PATH,
+)
+from robopipe.source import (
+    STATS_FIX,
+    V21Source,
+    episode_index_problems,
+    info_problem,
+    normalise_template,
+    read_json,
+    read_jsonl,
+    template_problems,
+)
+
+CHECK_VERSION = 1
+
+# The opt-in repairs: `conversion:` options, each fixing one kind of non-standard v2.1 export.
+REPAIRS = {
+    "compute_missing_stats": (
+        "compute episodes missing from meta/episodes_stats.jsonl (or the whole file) as "
+        "lerobot's compute_episode_stats: numeric features from the parquet, camera features "
+        "from about 100 sampled frames, decoded"
+    ),
+    "derive_missing_columns": (
+        "derive a missing `index` column (each row's position in the dataset) and "
+        "`task_index` (the episode's single task in episodes.jsonl)"
+    ),
+    "template_placeholders": (
+        "accept other placeholder names in info.json's data_path and video_path: "
+        "chunk/chunk_index/episode_chunk_index for episode_chunk, episode/episode_id for "
+        "episode_index, camera/image_key/video_name for video_key"
+    ),
+    "cast_float64": (
+        "cast float64 columns (scalars or vectors) to the float32 that info.json declares; "
+        "an episode whose values do not survive the cast exactly stops the shard job"
+    ),
+}
+DERIVABLE_COLUMNS = ("index", "task_index")
+# Files a v2.1 folder may hold besides the dataset (Hub repositories carry these).
+KNOWN_EXTRA_FILES = ("README.md", ".gitattributes")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the source (or, as a note, worth knowing).
+
+    Attributes:
+        kind: a short stable name grouping problems (``missing_file``, ``video_size``, ...).
+        message: what is wrong; what to do.
+        episode: the source episode index, when the problem belongs to one.
+        file: the file, relative to the dataset root.
+    """
+
+    kind: str
+    message: str
+    episode: int | None = None
+    file: str | None = None
+
+    def line(self, dataset: str) -> str:
+        """``robopipe: dataset 'X': episode N: file F: message`` (parts that apply)."""
+        return "robopipe: " + str(
+            DatasetError(dataset, self.message, episode=self.episode, file=self.file)
+        )
+
+
+@dataclass
+class CheckReport:
+    """What :func:`check_source` found.
+
+    Attributes:
+        dataset: the dataset name.
+        source: the source folder (absolute).
+        repairs: each repair of :data:`REPAIRS` and whether it is on.
+        problems: what stops the conversion.
+        notes: what does not (stray files, changed source files, skipped episodes' problems).
+        files: every source file the conversion reads: ``[size in bytes, mtime in ns]``.
+        episodes: episodes listed in ``episodes.jsonl``.
+    """
+
+    dataset: str
+    source: str
+    repairs: dict[str, bool]
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
+    files: dict[str, list[int]] = field(default_factory=dict)
+    episodes: int = 0
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing stops the conversion."""
+        return not self.problems
+
+    def to_json(self) -> dict:
+        """The report as written to ``check.json``."""
+        return {
+            "version": CHECK_VERSION,
+            "dataset": self.dataset,
+            "source": self.source,
+            "ok": self.ok,
+            "repairs": self.repairs,
+            "episodes": self.episodes,
+            "counts": dict(Counter(p.kind for p in self.problems)),
+            "problems": [dataclasses.asdict(p) for p in self.problems],
+            "notes": [dataclasses.asdict(p) for p in self.notes],
+            "files": self.files,
+        }
+
+    def summary(self, *, first: int = 5, path: str | Path | None = None) -> str:
+        """The console summary: per kind its count and first episodes, then up to ``first``
+        one-line messages per kind (every line is in ``check.json``), then the notes' counts."""
+        lines = []
+        where = f" (all of them in {path})" if path else ""
+        if self.problems:
+            lines.append(
+                f"robopipe: dataset {self.dataset!r}: {len(self.problems)} problem(s) in the "
+                f"source {self.source}{where}:"
+            )
+        else:
+            lines.append(f"robopipe: dataset {self.dataset!r}: source {self.source} checked, OK")
+        for title, items, show in (("problems", self.problems, first), ("notes", self.notes, 2)):
+            by_kind: dict[str, list[Problem]] = {}
+            for p in items:
+                by_kind.setdefault(p.kind, []).append(p)
+            for kind, group in by_kind.items():
+                episodes = sorted({p.episode for p in group if p.episode is not None})
+                shown = ", ".join(map(str, episodes[:first])) + (
+                    ", ..." if len(episodes) > first else ""
+                )
+                lines.append(
+                    f"  {title[:-1]} {kind}: {len(group)}"
+                    + (f" (episodes {shown})" if episodes else "")
+                )
+                lines += [p.line(self.dataset) for p in group[:show]]
+        return "\n".join(lines)
+
+
+def repairs_of(options: Mapping) -> dict[str, bool]:
+    """Each repair of :data:`REPAIRS` and whether ``options`` (``conversion:``) turns it on."""
+    return {name: bool(options.get(name, False)) for name in REPAIRS}
+
+
+def check_source(
+    root: str | Path,
+    name: str,
+    options: Mapping | None = None,
+    *,
+    previous: Mapping | None = None,
+    threads: int = 8,
+) -> CheckReport:
+    """Check the v2.1 source in ``root`` completely; never raises for bad data.
+
+    Args:
+        root: the v2.1 dataset folder.
+        name: the dataset name (for messages).
+        options: the dataset's ``conversion:`` settings; used: the repairs of :data:`REPAIRS`,
+            ``restamp_timestamps``, ``tolerance_s``, ``skip_episodes`` (problems of skipped
+            episodes become notes).
+        previous: an earlier report's JSON (:meth:`CheckReport.to_json`): source files that
+            changed, appeared or disappeared since are listed as notes.
+        threads: episodes checked at once (footer reads and mp4 opens release the GIL).
+
+    Returns:
+        A :class:`CheckReport`.
+    """
+    options = options or {}
+    root = Path(root)
+    report = CheckReport(name, str(root.resolve()), repairs_of(options))
+    source = _check_metadata(root, name, options, report)
+    if source is not None:
+        skip = set(options.get("skip_episodes", ()))
+        checker = _EpisodeChecker(source, options)
+        with ThreadPoolExecutor(max(1, threads)) as pool:
+            results = list(pool.map(checker.check, range(len(source.episodes))))
+        for episode, (problems, files) in enumerate(results):
+            (report.notes if episode in skip else report.problems).extend(problems)
+            report.files.update(files)
+        report.problems += checker.consistency_problems()
+        report.notes += _stray_files(root, report.files)
+    if previous is not None:
+        report.notes += _changes(previous.get("files", {}), report.files)
+    return report
+
+
+def write_report(report: CheckReport, path: str | Path) -> None:
+    """Write ``report`` as JSON to ``path``, atomically."""
+    write_json(path, report.to_json(), indent=1)
+
+
+def read_report(path: str | Path) -> dict | None:
+    """The JSON of an earlier report at ``path``, or None when there is none."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _check_metadata(root: Path, name: str, options: Mapping, report: CheckReport):
+    """Check ``meta/``; return the :class:`V21Source` when episodes can be checked."""
+    if not root.is_dir():
+        report.problems.append(
+            Problem("source", f"source folder {root} does not exist; check `path`")
+        )
+        return None
+    meta_problems = report.problems
+    try:
+        info = read_json(root, V21_INFO_PATH, name)
+    except DatasetError as exc:
+        meta_problems.append(Problem("metadata", exc.reason, file=V21_INFO_PATH))
+        return None
+    problem = info_problem(info)
+    if problem:
+        kind = "version" if "codebase_version" in problem or "v3.0" in problem else "info_fields"
+        meta_problems.append(Problem(kind, problem, file=V21_INFO_PATH))
+        return None
+    repairs = report.repairs
+    for problem in template_problems(info, repairs["template_placeholders"]):
+        meta_problems.append(Problem("template", problem, file=V21_INFO_PATH))
+    if repairs["template_placeholders"]:
+        info = {**info, **{k: normalise_template(info[k]) for k in ("data_path", "video_path")}}
+    for rel in (V21_INFO_PATH, V21_EPISODES_PATH, V21_TASKS_PATH, V21_EPISODES_STATS_PATH):
+        _record(root, rel, report.files)
+    episodes, tasks = [], []
+    try:
+        lines = read_jsonl(root, V21_EPISODES_PATH, name)
+        for episode, message in episode_index_problems(lines, info["total_episodes"]):
+            meta_problems.append(Problem("episode_index", message, episode, V21_EPISODES_PATH))
+        episodes = sorted(
+            (e for e in lines if isinstance(e.get("episode_index"), int)),
+            key=lambda e: e["episode_index"],
+        )
+    except DatasetError as exc:
+        meta_problems.append(Problem("metadata", exc.reason, file=V21_EPISODES_PATH))
+    try:
+        task_lines = read_jsonl(root, V21_TASKS_PATH, name)
+        tasks = [t.get("task") for t in sorted(task_lines, key=lambda t: t.get("task_index", -1))]
+        if sorted(t.get("task_index") for t in task_lines) != list(range(len(task_lines))):
+            meta_problems.append(
+                Problem("metadata", "task indices are not 0..K-1", file=V21_TASKS_PATH)
+            )
+    except DatasetError as exc:
+        meta_problems.append(Problem("metadata", exc.reason, file=V21_TASKS_PATH))
+    report.episodes = len(episodes)
+    if any(p.kind in ("episode_index", "template") for p in meta_problems):
+        return None  # episodes cannot be matched to files
+    video_keys = sorted(k for k, ft in info["features"].items() if ft.get("dtype") == "video")
+    if video_keys and not info["video_path"]:
+        meta_problems.append(
+            Problem("info_fields", "video features but no video_path", file=V21_INFO_PATH)
+        )
+        return None
+    source = V21Source(name, root, info, episodes, tasks, video_keys)
+    _check_stats(source, repairs["compute_missing_stats"], meta_problems)
+    return source
+
+
+def _check_stats(source: V21Source, repair: bool, problems: list[Problem]) -> None:
+    try:
+        have = source.available_stats
+    except DatasetError as exc:
+        problems.append(Problem("stats", exc.reason, file=V21_EPISODES_STATS_PATH))
+        return
+    absent = sorted(set(range(len(source.episodes))) - set(have))
+    if not absent or repair:
+        return
+    if not have:
+        message = f"file is missing; {STATS_FIX}"
+        problems.append(Problem("stats", message, file=V21_EPISODES_STATS_PATH))
+        return
+    for episode in absent:
+        problems.append(
+            Problem(
+                "stats", f"no stats for this episode; {STATS_FIX}", episode, V21_EPISODES_STATS_PATH
+            )
+        )
+
+
+class _EpisodeChecker:
+    """Checks one episode's files (thread-safe: each call returns its own results) and
+    collects each camera's stream parameters for :meth:`consistency_problems`."""
+
+    def __init__(self, source: V21Source, options: Mapping) -> None:
+        self.source = source
+        self.root = source.root.resolve()
+        self.repairs = repairs_of(options)
+        self.restamp = bool(options.get("restamp_timestamps", False))
+        self.tolerance_s = float(options.get("tolerance_s", DEFAULT_TOLERANCE_S))
+        # video_key -> episode -> {"codec", "width", "height", "pix_fmt", "fps", "time_base"}
+        self.streams: dict[str, dict[int, dict]] = {k: {} for k in source.video_keys}
+
+    def check(self, episode: int) -> tuple[list[Problem], dict[str, list[int]]]:
+        problems: list[Problem] = []
+        files: dict[str, list[int]] = {}
+        rows = self._check_data(episode, problems, files)
+        for key in self.source.video_keys:
+            self._check_video(episode, key, rows, problems, files)
+        return problems, files
+
+    def _locate(self, episode: int, path: Path, problems: list[Problem], files: dict):
+        """The path relative to the root, or None (with a problem) when it is unusable."""
+        rel = os.path.relpath(path, self.source.root)
+        real = Path(os.path.realpath(path))
+        if not real.is_relative_to(self.root):
+            problems.append(
+                Problem(
+                    "outside_root",
+                    f"resolves to {real}, outside the dataset folder; keep every file (and "
+                    "symlink target) inside it, or fix the path template in info.json",
+                    episode,
+                    rel,
+                )
+            )
+            return None
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            problems.append(
+                Problem(
+                    "missing_file",
+                    "file is missing; restore it, or leave the episode out with `skip_episodes`",
+                    episode,
+                    rel,
+                )
+            )
+            return None
+        files[rel] = [stat.st_size, stat.st_mtime_ns]
+        if stat.st_size == 0:
+            problems.append(
+                Problem(
+                    "empty_file",
+                    "file is empty; restore it, or leave the episode out with `skip_episodes`",
+                    episode,
+                    rel,
+                )
+            )
+            return None
+        return rel
+
+    def _check_data(self, episode: int, problems: list[Problem], files: dict) -> int | None:
+        import pyarrow.parquet as pq
+
+        source = self.source
+        path = source.data_file(episode)
+        rel = self._locate(episode, path, problems, files)
+        if rel is None:
+            return None
+        try:
+            parquet = pq.ParquetFile(path)
+        except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
+            problems.append(
+                Problem(
+                    "unreadable_file",
+                    f"unreadable parquet ({exc}); restore the file, or "
+                    "leave the episode out with `skip_episodes`",
+                    episode,
+                    rel,
+                )
+            )
+            return None
+        rows = parquet.metadata.num_rows
+        length = source.episodes[episode].get("length")
+        if rows != length:
+            problems.append(
+                Problem(
+                    "frame_count",
+                    f"parquet has {rows} rows but episodes.jsonl says length={length}",
+                    episode,
+                    rel,
+                )
+            )
+        schema = parquet.schema_arrow
+        for column in DEFAULT_FEATURES:
+            if schema.get_field_index(column) >= 0:
+                continue
+            if column in DERIVABLE_COLUMNS:
+                if not self.repairs["derive_missing_columns"]:
+                    problems.append(
+                        Problem(
+                            "columns",
+                            f"column {column!r} is missing; set "
+                            "`derive_missing_columns: true` to derive it",
+                            episode,
+                            rel,
+                        )
+                    )
+            else:
+                problems.append(
+                    Problem(
+                        "columns", f"column {column!r} is missing; lerobot needs it", episode, rel
+                    )
+                )
+        for feature, spec in source.info["features"].items():
+            if spec.get("dtype") in ("video", "image"):
+                continue
+            if schema.get_field_index(feature) < 0:
+                if feature in DEFAULT_FEATURES:
+                    continue  # named above
+                problems.append(
+                    Problem(
+                        "columns",
+                        f"column {feature!r} of info.json's features is "
+                        "missing; add it, or remove the feature from info.json",
+                        episode,
+                        rel,
+                    )
+                )
+            else:
+                problems += self._feature_problems(episode, rel, feature, spec, schema)
+        if not self.restamp and {"timestamp", "frame_index"} <= set(schema.names):
+            problems += self._timestamp_problems(episode, rel, path)
+        return rows
+
+    def _feature_problems(self, episode, rel, feature, spec, schema) -> list[Problem]:
+        import pyarrow as pa
+
+        arrow_type = schema.field(feature).type
+        declared = spec.get("dtype")
+        shape = list(spec.get("shape") or [1])
+        size = None
+        if pa.types.is_fixed_size_list(arrow_type):
+            size, arrow_type = arrow_type.list_size, arrow_type.value_type
+        elif pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+            arrow_type = arrow_type.value_type
+        elif shape != [1]:
+            return [
+                Problem(
+                    "feature_shape",
+                    f"column {feature!r} holds scalars but info.json declares shape {shape}",
+                    episode,
+                    rel,
+                )
+            ]
+        try:
+            stored = str(arrow_type.to_pandas_dtype().__name__)
+        except NotImplementedError:
+            stored = str(arrow_type)
+        stored = {"float_": "float64", "bool_": "bool", "str_": "string", "object_": "string"}.get(
+            stored, stored
+        )
+        problems = []
+        if size is not None and [size] != shape:
+            problems.append(
+                Problem(
+                    "feature_shape",
+                    f"column {feature!r} holds vectors of {size} but "
+                    f"info.json declares shape {shape}",
+                    episode,
+                    rel,
+                )
+            )
+        if stored == declared or (declared == "string" and stored == "string"):
+            return problems
+        if stored == "float64" and declared == "float32":
+            if not self.repairs["cast_float64"]:
+                problems.append(
+                    Problem(
+                        "float64",
+                        f"column {feature!r} is float64 but info.json declares "
+                        "float32; set `cast_float64: true` to cast it (only where every "
+                        "value survives exactly)",
+                        episode,
+                        rel,
+                    )
+                )
+            return problems
+        problems.append(
+            Problem(
+                "feature_dtype",
+                f"column {feature!r} is {stored} but info.json declares "
+                f"{declared}; fix info.json or the data",
+                episode,
+                rel,
+            )
+        )
+        return problems
+
+    def _timestamp_problems(self, episode: int, rel: str, path: Path) -> list[Problem]:
+        import pyarrow.parquet as pq
+
+        from robopipe.shard import timestamp_error
+
+        try:
+            table = pq.read_table(path, columns=["timestamp", "frame_index"])
+        except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
+            return [
+                Problem(
+                    "unreadable_file", f"unreadable parquet ({exc}); restore the file", episode, rel
+                )
+            ]
+        worst, at = timestamp_error(
+            table.column("timestamp").to_numpy(),
+            table.column("frame_index").to_numpy(),
+            self.source.fps,
+        )
+        if worst <= self.tolerance_s:
+            return []
+        return [
+            Problem(
+                "timestamps",
+                f"timestamp differs from frame_index / fps by {worst:.6f} s at frame {at} "
+                f"(tolerance_s={self.tolerance_s}); set `restamp_timestamps: true` to rewrite "
+                "them as frame_index / fps (where the video frames are)",
+                episode,
+                rel,
+            )
+        ]
+
+    def _check_video(self, episode, key, rows, problems, files) -> None:
+        import av
+
+        from robopipe.video import MP4
+
+        path = self.source.video_file(episode, key)
+        rel = self._locate(episode, path, problems, files)
+        if rel is None:
+            return
+        fix = "restore the file, or leave the episode out with `skip_episodes`"
+        try:
+            with av.open(str(path), format=MP4) as container:
+                if not container.streams.video:
+                    problems.append(
+                        Problem("video_stream", f"no video stream; {fix}", episode, rel)
+                    )
+                    return
+                stream = container.streams.video[0]
+                params = {
+                    "codec": stream.codec_context.codec.canonical_name,
+                    "width": stream.width,
+                    "height": stream.height,
+                    "pix_fmt": stream.pix_fmt,
+                    "fps": Fraction(stream.average_rate or stream.base_rate or 0),
+                    "time_base": Fraction(stream.time_base),
+                }
+                frames = stream.frames
+                end = _tail_end(container, stream)
+        except (av.FFmpegError, OSError) as exc:
+            problems.append(
+                Problem("unreadable_file", f"cannot read video ({exc}); {fix}", episode, rel)
+            )
+            return
+        if end > files[rel][0]:
+            problems.append(
+                Problem(
+                    "truncated_file",
+                    f"truncated: its packets end at byte {end} but the "
+                    f"file has {files[rel][0]}; {fix}",
+                    episode,
+                    rel,
+                )
+            )
+        self.streams[key][episode] = params
+        problems += self._stream_problems(episode, key, rel, params)
+        if rows is not None and frames and frames != rows:
+            problems.append(
+                Problem(
+                    "frame_count",
+                    f"{frames} frames in the mp4 but {rows} rows in the parquet",
+                    episode,
+                    rel,
+                )
+            )
+
+    def _stream_problems(self, episode, key, rel, params) -> list[Problem]:
+        """The stream against info.json's feature (shape, and ``info`` when present)."""
+        spec = self.source.info["features"][key]
+        info = spec.get("info") or {}
+        shape = list(spec.get("shape") or [])
+        channel_first = len(shape) == 3 and shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)
+        height, width = (shape[1], shape[2]) if channel_first else (shape[:2] + [None, None])[:2]
+        want = {
+            "codec": info.get("video.codec"),
+            "width": info.get("video.width", width),
+            "height": info.get("video.height", height),
+            "pix_fmt": info.get("video.pix_fmt"),
+            "fps": Fraction(info.get("video.fps", self.source.fps)),
+        }
+        problems = []
+        for what, expected in want.items():
+            if expected is None or params[what] == expected:
+                continue
+            kind = "video_size" if what in ("width", "height") else f"video_{what}"
+            problems.append(
+                Problem(
+                    kind,
+                    f"video {what} is {params[what]} but info.json says {expected} "
+                    f"for {key}; re-encode the episode to match, or leave it out with "
+                    "`skip_episodes`",
+                    episode,
+                    rel,
+                )
+            )
+        return problems
+
+    def consistency_problems(self) -> list[Problem]:
+        """Episodes whose stream differs from most episodes of the same camera (what
+        info.json does not say: the time base, and any parameter it leaves out)."""
+        problems = []
+        for key, by_episode in self.streams.items():
+            for what in ("codec", "width", "height", "pix_fmt", "time_base"):
+                values = Counter(p[what] for p in by_episode.values())
+                if len(values) < 2:
+                    continue
+                usual = values.most_common(1)[0][0]
+                for episode, p in sorted(by_episode.items()):
+                    if p[what] == usual:
+                        continue
+                    kind = "video_size" if what in ("width", "height") else f"video_{what}"
+                    message = (
+                        f"video {what} is {p[what]} but {values[usual]} other episodes of "
+                        f"{key} have {usual}; re-encode the episode to match, or leave it out "
+                        "with `skip_episodes`"
+                    )
+                    rel = os.path.relpath(self.source.video_file(episode, key), self.source.root)
+                    problem = Problem(kind, message, episode, rel)
+                    if what == "time_base" or not any(
+                        q.kind == kind and q.episode == episode and q.file == rel for q in problems
+                    ):
+                        problems.append(problem)
+        return problems
+
+
+def _tail_end(container, stream) -> int:
+    """Byte offset where the stream's last packets end: a truncated file ends before it.
+
+    Seeks to the last keyframe and demuxes to the end (one GOP, no decoding).
+    """
+    if stream.duration:
+        container.seek(stream.duration, stream=stream, backward=True, any_frame=False)
+    end = 0
+    for packet in container.demux(stream):
+        if packet.pos is not None and packet.pos >= 0:
+            end = max(end, packet.pos + packet.size)
+    return end
+
+
+def _record(root: Path, rel: str, files: dict) -> None:
+    try:
+        stat = os.stat(root / rel)
+    except FileNotFoundError:
+        return
+    files[rel] = [stat.st_size, stat.st_mtime_ns]
+
+
+def _stray_files(root: Path, used: Mapping) -> list[Problem]:
+    notes = []
+    for folder, dirs, names in os.walk(root):
+        dirs.sort()
+        for name in sorted(names):
+            rel = os.path.relpath(os.path.join(folder, name), root)
+            if rel not in used and rel not in KNOWN_EXTRA_FILES:
+                notes.append(
+                    Problem("stray_file", "not part of the dataset; it is not converted", file=rel)
+                )
+    return notes
+
+
+def _changes(before: Mapping, after: Mapping) -> list[Problem]:
+    notes = []
+    for rel in sorted(set(before) | set(after)):
+        if rel not in after:
+            notes.append(Problem("source_removed", "removed since the last check", file=rel))
+        elif rel not in before:
+            notes.append(Problem("source_added", "added since the last check", file=rel))
+        elif list(before[rel]) != list(after[rel]):
+            notes.append(
+                Problem(
+                    "source_changed",
+                    "changed since the last check (size or "
+                    "modification time): the jobs that read it are rerun",
+                    file=rel,
+                )
+            )
+    return notes
