@@ -59,9 +59,9 @@ CASES = {
     "non-contiguous episodes": (
         _renumber_episode,
         None,
-        EP,
+        40,
         "meta/episodes.jsonl",
-        "not contiguous: episode 3 is not listed",
+        "episode 40 is out of range: info.json says total_episodes=6",
     ),
     "frame-count mismatch": (_swap_mp4, None, EP, MP4, r"frames in the mp4 but \d+ rows"),
     "info.json lacks fields": (

@@ -36,16 +36,10 @@ from fractions import Fraction
 from pathlib import Path
 
 from robopipe.atomic import write_json
+from robopipe.conversion.options import ConversionOptions
+from robopipe.conversion.repairs import DERIVABLE_COLUMNS, repairs_of
 from robopipe.errors import DatasetError
-from robopipe.layout import (
-    DEFAULT_FEATURES,
-    DEFAULT_TOLERANCE_S,
-    V21_EPISODES_PATH,
-    V21_EPISODES_STATS_PATH,
-    V21_INFO_PATH,
-    V21_TASKS_PATH,
-)
-from robopipe.source import (
+from robopipe.formats.v21_reader import (
     STATS_FIX,
     V21Source,
     episode_index_problems,
@@ -55,31 +49,16 @@ from robopipe.source import (
     read_jsonl,
     template_problems,
 )
+from robopipe.layout import (
+    DEFAULT_FEATURES,
+    V21_EPISODES_PATH,
+    V21_EPISODES_STATS_PATH,
+    V21_INFO_PATH,
+    V21_TASKS_PATH,
+)
 
 CHECK_VERSION = 1
 
-# The opt-in repairs: `conversion:` options, each fixing one kind of non-standard v2.1 export.
-REPAIRS = {
-    "compute_missing_stats": (
-        "compute episodes missing from meta/episodes_stats.jsonl (or the whole file) as "
-        "lerobot's compute_episode_stats: numeric features from the parquet, camera features "
-        "from about 100 sampled frames, decoded"
-    ),
-    "derive_missing_columns": (
-        "derive a missing `index` column (each row's position in the dataset) and "
-        "`task_index` (the episode's single task in episodes.jsonl)"
-    ),
-    "template_placeholders": (
-        "accept other placeholder names in info.json's data_path and video_path: "
-        "chunk/chunk_index/episode_chunk_index for episode_chunk, episode/episode_id for "
-        "episode_index, camera/image_key/video_name for video_key"
-    ),
-    "cast_float64": (
-        "cast float64 columns (scalars or vectors) to the float32 that info.json declares; "
-        "an episode whose values do not survive the cast exactly stops the shard job"
-    ),
-}
-DERIVABLE_COLUMNS = ("index", "task_index")
 # Files a v2.1 folder may hold besides the dataset (Hub repositories carry these).
 KNOWN_EXTRA_FILES = ("README.md", ".gitattributes")
 
@@ -178,15 +157,10 @@ class CheckReport:
         return "\n".join(lines)
 
 
-def repairs_of(options: Mapping) -> dict[str, bool]:
-    """Each repair of :data:`REPAIRS` and whether ``options`` (``conversion:``) turns it on."""
-    return {name: bool(options.get(name, False)) for name in REPAIRS}
-
-
 def check_source(
     root: str | Path,
     name: str,
-    options: Mapping | None = None,
+    options: ConversionOptions | None = None,
     *,
     previous: Mapping | None = None,
     threads: int = 8,
@@ -196,7 +170,7 @@ def check_source(
     Args:
         root: the v2.1 dataset folder.
         name: the dataset name (for messages).
-        options: the dataset's ``conversion:`` settings; used: the repairs of :data:`REPAIRS`,
+        options: the dataset's conversion settings; used: the repairs of :data:`REPAIRS`,
             ``restamp_timestamps``, ``tolerance_s``, ``skip_episodes`` (problems of skipped
             episodes become notes).
         previous: an earlier report's JSON (:meth:`CheckReport.to_json`): source files that
@@ -206,12 +180,12 @@ def check_source(
     Returns:
         A :class:`CheckReport`.
     """
-    options = options or {}
+    options = options or ConversionOptions()
     root = Path(root)
     report = CheckReport(name, str(root.resolve()), repairs_of(options))
-    source = _check_metadata(root, name, options, report)
+    source = _check_metadata(root, name, report)
     if source is not None:
-        skip = set(options.get("skip_episodes", ()))
+        skip = set(options.skip_episodes)
         checker = _EpisodeChecker(source, options)
         with ThreadPoolExecutor(max(1, threads)) as pool:
             results = list(pool.map(checker.check, range(len(source.episodes))))
@@ -223,6 +197,15 @@ def check_source(
     if previous is not None:
         report.notes += _changes(previous.get("files", {}), report.files)
     return report
+
+
+class SourceCheckError(DatasetError):
+    """The source check found problems: the message is the first one's, ``report`` has all."""
+
+    def __init__(self, report: CheckReport) -> None:
+        first = report.problems[0]
+        super().__init__(report.dataset, first.message, episode=first.episode, file=first.file)
+        self.report = report
 
 
 def write_report(report: CheckReport, path: str | Path) -> None:
@@ -238,7 +221,7 @@ def read_report(path: str | Path) -> dict | None:
         return None
 
 
-def _check_metadata(root: Path, name: str, options: Mapping, report: CheckReport):
+def _check_metadata(root: Path, name: str, report: CheckReport):
     """Check ``meta/``; return the :class:`V21Source` when episodes can be checked."""
     if not root.is_dir():
         report.problems.append(
@@ -322,12 +305,12 @@ class _EpisodeChecker:
     """Checks one episode's files (thread-safe: each call returns its own results) and
     collects each camera's stream parameters for :meth:`consistency_problems`."""
 
-    def __init__(self, source: V21Source, options: Mapping) -> None:
+    def __init__(self, source: V21Source, options: ConversionOptions) -> None:
         self.source = source
         self.root = source.root.resolve()
         self.repairs = repairs_of(options)
-        self.restamp = bool(options.get("restamp_timestamps", False))
-        self.tolerance_s = float(options.get("tolerance_s", DEFAULT_TOLERANCE_S))
+        self.restamp = options.restamp_timestamps
+        self.tolerance_s = options.tolerance_s
         # video_key -> episode -> {"codec", "width", "height", "pix_fmt", "fps", "time_base"}
         self.streams: dict[str, dict[int, dict]] = {k: {} for k in source.video_keys}
 
@@ -339,8 +322,9 @@ class _EpisodeChecker:
             self._check_video(episode, key, rows, problems, files)
         return problems, files
 
-    def _locate(self, episode: int, path: Path, problems: list[Problem], files: dict):
-        """The path relative to the root, or None (with a problem) when it is unusable."""
+    def _locate(self, episode: int, path: Path, what: str, problems: list[Problem], files: dict):
+        """The path relative to the root, or None (with a problem) when it is unusable;
+        ``what`` names the file in messages (``data file``, ``video file``)."""
         rel = os.path.relpath(path, self.source.root)
         real = Path(os.path.realpath(path))
         if not real.is_relative_to(self.root):
@@ -360,7 +344,7 @@ class _EpisodeChecker:
             problems.append(
                 Problem(
                     "missing_file",
-                    "file is missing; restore it, or leave the episode out with `skip_episodes`",
+                    f"{what} is missing; restore it, or leave the episode out with `skip_episodes`",
                     episode,
                     rel,
                 )
@@ -371,7 +355,7 @@ class _EpisodeChecker:
             problems.append(
                 Problem(
                     "empty_file",
-                    "file is empty; restore it, or leave the episode out with `skip_episodes`",
+                    f"{what} is empty; restore it, or leave the episode out with `skip_episodes`",
                     episode,
                     rel,
                 )
@@ -384,7 +368,7 @@ class _EpisodeChecker:
 
         source = self.source
         path = source.data_file(episode)
-        rel = self._locate(episode, path, problems, files)
+        rel = self._locate(episode, path, "data file", problems, files)
         if rel is None:
             return None
         try:
@@ -520,7 +504,7 @@ class _EpisodeChecker:
     def _timestamp_problems(self, episode: int, rel: str, path: Path) -> list[Problem]:
         import pyarrow.parquet as pq
 
-        from robopipe.shard import timestamp_error
+        from robopipe.conversion.shard import timestamp_error
 
         try:
             table = pq.read_table(path, columns=["timestamp", "frame_index"])
@@ -554,7 +538,7 @@ class _EpisodeChecker:
         from robopipe.video import MP4
 
         path = self.source.video_file(episode, key)
-        rel = self._locate(episode, path, problems, files)
+        rel = self._locate(episode, path, "video file", problems, files)
         if rel is None:
             return
         fix = "restore the file, or leave the episode out with `skip_episodes`"

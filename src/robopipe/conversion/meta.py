@@ -19,13 +19,15 @@ import pyarrow.parquet as pq
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.conversion.stats import aggregate_stats
-from robopipe.formats.v21_reader import V21Source
+from robopipe.formats.v21_reader import STATS_FIX, V21Source
 from robopipe.layout import (
     DATA_PATH,
     DEFAULT_DATA_FILE_SIZE_IN_MB,
     INFO_PATH,
+    SHARD_STATS,
     STATS_PATH,
     TASKS_PATH,
+    V21_EPISODES_STATS_PATH,
     VIDEO_PATH,
     episodes_path,
     next_chunk_file,
@@ -60,6 +62,7 @@ def write_meta(
     meta_dir: Path,
     *,
     restamp_timestamps: bool = False,
+    shard_dirs: list[Path] = (),
 ) -> None:
     """Write the ``meta/`` folder of the v3.0 dataset into ``meta_dir``.
 
@@ -71,11 +74,27 @@ def write_meta(
         meta_dir: where ``info.json``, ``stats.json``, ``tasks.parquet`` and ``episodes/`` go.
         restamp_timestamps: the shards rewrote ``timestamp`` as ``frame_index / fps``, so its
             stats are computed from those values instead of copied from the source.
+        shard_dirs: the shard jobs' folders, read for the stats they computed with the
+            ``compute_missing_stats`` repair (``stats.json``, where present).
+
+    Raises:
+        DatasetError: an episode has stats neither in the source nor in a shard.
     """
     meta_dir = Path(meta_dir)
     durations, time_bases = _video_durations(plan, video_episodes)
+    computed = {}
+    for shard_dir in shard_dirs:
+        path = Path(shard_dir) / SHARD_STATS
+        if path.is_file():
+            computed.update(json.loads(path.read_text("utf-8")))
     stats = [
-        episode_stats(source, ep, restamp_timestamps=restamp_timestamps) for ep in plan.episodes
+        episode_stats(
+            source,
+            ep,
+            restamp_timestamps=restamp_timestamps,
+            computed=computed.get(str(ep.source_episode_index)),
+        )
+        for ep in plan.episodes
     ]
     rows = episode_rows(source, plan, durations, time_bases, stats)
     write_episodes(rows, meta_dir, plan.options.chunks_size)
@@ -119,12 +138,26 @@ def convert_info(info: dict, plan: Plan) -> dict:
     return {key: converted[key] for key in INFO_KEYS if key in converted}
 
 
-def episode_stats(source: V21Source, ep: PlannedEpisode, *, restamp_timestamps: bool) -> dict:
-    """An output episode's stats: its ``episodes_stats.jsonl`` entry, with the ``timestamp``
-    stats of ``frame_index / fps`` (float32, as the column) when timestamps were restamped,
-    computed as lerobot 0.3's ``compute_episode_stats`` (min/max/mean/std with keepdims,
-    count)."""
-    stats = dict(source.episodes_stats[ep.source_episode_index])
+def episode_stats(
+    source: V21Source, ep: PlannedEpisode, *, restamp_timestamps: bool, computed: dict | None = None
+) -> dict:
+    """An output episode's stats: its ``episodes_stats.jsonl`` entry (else ``computed``, by
+    the ``compute_missing_stats`` repair), with the ``timestamp`` stats of
+    ``frame_index / fps`` (float32, as the column) when timestamps were restamped, computed as
+    lerobot 0.3's ``compute_episode_stats`` (min/max/mean/std with keepdims, count).
+
+    Raises:
+        DatasetError: the episode has no stats (the message names the repair).
+    """
+    src_index = ep.source_episode_index
+    found = source.available_stats.get(src_index, computed)
+    if found is None:
+        raise source.error(
+            f"no stats for this episode; {STATS_FIX}",
+            episode=src_index,
+            file=V21_EPISODES_STATS_PATH,
+        )
+    stats = dict(found)
     if restamp_timestamps and "timestamp" in stats:
         ts = (np.arange(ep.length) / source.fps).astype(np.float32)
         stats["timestamp"] = {

@@ -33,6 +33,9 @@ class ConversionOptions:
             ``LeRobotDataset`` default 1e-4).
         validate_frames: ``"sample"``: compare the first, middle and last frame of every episode
             and camera with the source; ``"all"``: every frame.
+        compute_missing_stats, derive_missing_columns, template_placeholders, cast_float64:
+            the opt-in repairs of non-standard v2.1 exports
+            (:data:`robopipe.conversion.repairs.REPAIRS` says what each does).
     """
 
     data_file_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB
@@ -43,6 +46,10 @@ class ConversionOptions:
     restamp_timestamps: bool = False
     tolerance_s: float = DEFAULT_TOLERANCE_S
     validate_frames: Literal["sample", "all"] = "sample"
+    compute_missing_stats: bool = False
+    derive_missing_columns: bool = False
+    template_placeholders: bool = False
+    cast_float64: bool = False
 
     def __post_init__(self) -> None:
         if self.episodes_per_shard < 1:

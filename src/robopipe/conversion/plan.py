@@ -24,7 +24,7 @@ from pathlib import Path
 
 from robopipe.atomic import write_json
 from robopipe.conversion.options import ConversionOptions
-from robopipe.formats.v21_reader import V21Source
+from robopipe.formats.v21_reader import V21Source, load_source
 from robopipe.layout import data_path, next_chunk_file, video_path
 
 MIB = 2**20
@@ -194,6 +194,12 @@ class Plan:
         write_json(path, self.to_json(), indent=None)
 
 
+def load_planned_source(root: str | Path, name: str, plan: Plan) -> V21Source:
+    """The source of ``plan``, loaded with the ``template_placeholders`` repair if the plan's
+    options turn it on."""
+    return load_source(root, name, template_placeholders=plan.options.template_placeholders)
+
+
 def load_plan(path: str | Path) -> Plan:
     """Read a plan written by :meth:`Plan.save` (``results/{dataset}/plan.json``).
 
@@ -232,7 +238,8 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
     kept = [e["episode_index"] for e in source.episodes if e["episode_index"] not in skip]
     if not kept:
         raise source.error("no episodes left to convert")
-    if check_stats:  # a missing or incomplete file fails the plan, not the meta job
+    if check_stats and not options.compute_missing_stats:
+        # a missing or incomplete file fails the plan, not the meta job
         source.episodes_stats  # noqa: B018
 
     data_sizes, lengths = [], []

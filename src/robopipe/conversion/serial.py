@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 from robopipe.conversion.aggregate import aggregate_data, aggregate_video
+from robopipe.conversion.check import SourceCheckError, check_source
 from robopipe.conversion.meta import write_meta
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import Plan, make_plan
@@ -36,14 +37,21 @@ def convert_dataset(
     sibling of ``output_dir``), removed on success. ``output_dir`` appears only when everything,
     validation included (unless ``validate=False``), succeeded.
 
+    The source is checked first (:func:`robopipe.conversion.check.check_source`).
+
     Raises:
-        DatasetError: bad input (see the plan, shard, aggregate and validate steps).
+        SourceCheckError: the check found problems (its ``report`` has every one).
+        DatasetError: bad input found later (see the plan, shard, aggregate and validate
+            steps).
         TypeError: an unknown option.
     """
     opts = ConversionOptions(**options)
     output_dir = Path(output_dir)
     work = Path(work_dir) if work_dir else output_dir.with_name(f".{output_dir.name}.work")
-    source = load_source(source_dir, name)
+    report = check_source(source_dir, name, opts)
+    if not report.ok:
+        raise SourceCheckError(report)
+    source = load_source(source_dir, name, template_placeholders=opts.template_placeholders)
     plan = make_plan(source, opts)
     plan.save(work / "plan.json")
     shard_dirs = {s.id: work / "shards" / s.id for s in plan.shards}
@@ -75,7 +83,12 @@ def convert_dataset(
                 video_episodes[-1],
             )
     write_meta(
-        source, plan, video_episodes, staging / "meta", restamp_timestamps=opts.restamp_timestamps
+        source,
+        plan,
+        video_episodes,
+        staging / "meta",
+        restamp_timestamps=opts.restamp_timestamps,
+        shard_dirs=list(shard_dirs.values()),
     )
     if validate:
         reports = [

@@ -21,10 +21,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from robopipe.atomic import atomic_path
+from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
+from robopipe.conversion.repairs import (
+    compute_episode_stats,
+    episode_task_index,
+    repair_table,
+    repairs_of,
+)
 from robopipe.formats.v21_reader import V21Source
-from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA
+from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA, SHARD_STATS
 
 
 def build_shard(
@@ -38,18 +44,37 @@ def build_shard(
 ) -> None:
     """Write the shard ``shard_id`` of ``plan`` into ``out_dir`` (atomically).
 
+    The repairs the plan's options turn on (
+    :mod:`robopipe.conversion.repairs`) are applied to each episode's rows; with
+    ``compute_missing_stats``, the stats of episodes that ``episodes_stats.jsonl`` lacks go to
+    ``stats.json`` (``{source episode index: stats}``) beside the rows, for the meta job.
+
     Raises:
         DatasetError: an episode's parquet is unreadable or its schema differs from the
             first episode's; its timestamps are off ``frame_index / fps`` by more than
-            ``tolerance_s`` (without ``restamp_timestamps``).
+            ``tolerance_s`` (without ``restamp_timestamps``); a repair cannot be applied
+            (a float64 value that float32 cannot hold, an episode without a single task).
     """
     episodes = plan.shard_episodes(shard_id)
     renumber = bool(plan.options.skip_episodes)
+    repairs = repairs_of(plan.options)
     with atomic_path(out_dir) as tmp:
         tmp.mkdir()
         tables = [
-            _episode_table(source, ep, renumber, restamp_timestamps, tolerance_s) for ep in episodes
+            _episode_table(source, ep, renumber, restamp_timestamps, tolerance_s, repairs)
+            for ep in episodes
         ]
+        if repairs.get("compute_missing_stats"):
+            computed = {
+                ep.source_episode_index: compute_episode_stats(
+                    table,
+                    source.info["features"],
+                    {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys},
+                )
+                for ep, table in zip(episodes, tables, strict=True)
+                if ep.source_episode_index not in source.available_stats
+            }
+            write_json(tmp / SHARD_STATS, computed, indent=None)
         schema = tables[0].schema
         for ep, table in zip(episodes, tables, strict=True):
             if not table.schema.equals(schema):
@@ -64,7 +89,12 @@ def build_shard(
 
 
 def _episode_table(
-    source: V21Source, ep: PlannedEpisode, renumber: bool, restamp: bool, tolerance_s: float
+    source: V21Source,
+    ep: PlannedEpisode,
+    renumber: bool,
+    restamp: bool,
+    tolerance_s: float,
+    repairs: dict[str, bool],
 ) -> pa.Table:
     src_index = ep.source_episode_index
     path = source.data_file(src_index)
@@ -72,6 +102,16 @@ def _episode_table(
         table = pq.ParquetFile(path).read()
     except Exception as exc:  # ArrowInvalid, OSError: corrupt or truncated file
         raise source.error(f"unreadable parquet: {exc}", episode=src_index, file=path) from None
+    try:
+        table = repair_table(
+            table,
+            source.info["features"],
+            repairs,
+            index_start=ep.dataset_from_index,
+            task_index=episode_task_index(source.episodes[src_index], source.tasks),
+        )
+    except ValueError as exc:
+        raise source.error(str(exc), episode=src_index, file=path) from None
     fps = source.fps
     frame_index = table.column("frame_index").to_numpy()
     if restamp:

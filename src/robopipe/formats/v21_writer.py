@@ -137,7 +137,13 @@ def video_frame_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
     255. Returns float64 arrays of shape ``(3, 1, 1)`` and ``count`` = ``[number sampled]``.
     """
     sampled = frames[sample_indices(len(frames))].transpose(0, 3, 1, 2)
-    sampled = np.ascontiguousarray(auto_downsample_height_width(sampled))
+    return channel_stats(np.ascontiguousarray(auto_downsample_height_width(sampled)))
+
+
+def channel_stats(sampled: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-channel stats of sampled, downsampled uint8 frames ``(N, 3, h, w)`` (the second
+    half of :func:`video_frame_stats`): float64 arrays of shape ``(3, 1, 1)`` scaled by
+    1/255, and ``count`` = ``[N]``."""
     stats = _feature_stats(sampled, axis=(0, 2, 3), keepdims=True)
     return {k: v if k == "count" else np.squeeze(v / 255.0, axis=0) for k, v in stats.items()}
 
@@ -152,7 +158,8 @@ def numeric_stats(data: np.ndarray) -> dict[str, np.ndarray]:
     return _feature_stats(data, axis=0, keepdims=data.ndim == 1)
 
 
-def _to_json(stats: Mapping[str, Mapping[str, np.ndarray]]) -> dict:
+def stats_to_json(stats: Mapping[str, Mapping[str, np.ndarray]]) -> dict:
+    """Stats as ``episodes_stats.jsonl`` holds them: every array a (nested) list."""
     # lerobot 0.3.x utils.serialize_dict: arrays become (nested) lists of Python numbers.
     return {key: {k: v.tolist() for k, v in ft.items()} for key, ft in stats.items()}
 
@@ -307,7 +314,7 @@ class V21Writer:
             stats[key] = numeric_stats(data)
 
         self.episodes.append({"episode_index": ep, "tasks": [task], "length": length})
-        self.episodes_stats.append({"episode_index": ep, "stats": _to_json(stats)})
+        self.episodes_stats.append({"episode_index": ep, "stats": stats_to_json(stats)})
         self.total_frames += length
         return ep
 
