@@ -1,16 +1,23 @@
 import functools
 import gc
+import hashlib
 import json
 import os
+import sys
 import threading
 
+import yaml
 from snakemake.utils import validate
 
 from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, expand_matrix, parse_scenario
 from robopipe.demo import demo_cameras
+from robopipe.config_check import config_problems
+from robopipe.conversion.check import check_source
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import load_plan, make_plan
+from robopipe.errors import DatasetError
 from robopipe.layout import (
+    CHECK_FILE,
     JOB_STATS_FILE,
     LOG_FILE,
     PLAN_FILE,
@@ -23,12 +30,39 @@ from robopipe.layout import (
     VALIDATED_DATA_FILE,
     VALIDATED_VIDEO_FILE,
     VALIDATION_FILE,
+    V21_EPISODES_PATH,
+    V21_EPISODES_STATS_PATH,
+    V21_INFO_PATH,
+    V21_TASKS_PATH,
     VIDEO_EPISODES_FILE,
     chunk_file,
 )
 from robopipe.formats.v21_reader import load_source
 
-validate(config, schema="../schemas/config.schema.yaml")
+
+def stop(lines):
+    """Print each line (``robopipe: ...``) and end the run with status 1, before any job and
+    without a traceback (bad config, or a local source that cannot be planned)."""
+    for line in lines:
+        print(line, file=sys.stderr)
+    sys.exit(1)
+
+
+CONFIG_SCHEMA = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
+
+
+def check_config():
+    """Stop on unknown keys (named with the nearest valid key), then on anything else the
+    schema rejects, one `robopipe: config: ...` line each; then fill the schema's defaults.
+    """
+    with open(CONFIG_SCHEMA, encoding="utf-8") as schema_file:
+        messages = config_problems(config, yaml.safe_load(schema_file))
+    if messages:
+        stop(f"robopipe: {message}" for message in messages)
+    validate(config, schema=CONFIG_SCHEMA)
+
+
+check_config()
 if not config.get("datasets"):
     config["datasets"] = config.get("default_datasets", {})
 
@@ -94,9 +128,45 @@ def conversion_options(name):
 
 @functools.cache
 def _local_plan(name):
-    # the plan job reads episodes_stats.jsonl (check_stats); the DAG needs no stats
-    source = load_source(source_dir(name), name)
-    return make_plan(source, conversion_options(name), check_stats=False)
+    """The parse-time plan of a local source. A source that cannot be planned stops the
+    run, naming every problem the check finds (one line each), not with a traceback."""
+    options = conversion_options(name)
+    try:
+        # the plan job reads episodes_stats.jsonl (check_stats); the DAG needs no stats
+        return make_plan(local_source(name), options, check_stats=False)
+    except DatasetError as exc:
+        checked = check_source(source_dir(name), name, options)
+        stop(
+            [checked.summary()]
+            if checked.problems
+            else [
+                f"robopipe: {exc}",
+                "robopipe: run `snakemake check` for every problem",
+            ]
+        )
+
+
+@functools.cache
+def local_source(name):
+    """The V21Source of a local source (metadata only), loaded once per run."""
+    options = conversion_options(name)
+    return load_source(
+        source_dir(name), name, template_placeholders=options.template_placeholders
+    )
+
+
+@functools.cache
+def source_signatures(name):
+    """Every file of a local source: ``{relative path: [size, mtime_ns]}`` (scanned once per
+    run), so that a changed, added or removed file reruns the jobs that read it."""
+    root = source_dir(name)
+    files = {}
+    for folder, dirs, names in os.walk(root):
+        for file_name in names:
+            path = os.path.join(folder, file_name)
+            stat = os.stat(path)
+            files[os.path.relpath(path, root)] = [stat.st_size, stat.st_mtime_ns]
+    return files
 
 
 def plan_of(name):
@@ -112,9 +182,111 @@ def plan_of(name):
 
 
 def plan_source_input(wildcards):
+    """input of plan: a local source's meta files but the stats (a change replans), else
+    the folder a rule makes."""
+    return [
+        path
+        for path in source_meta_files(wildcards)
+        if not path.endswith(V21_EPISODES_STATS_PATH)
+    ] or [source_dir(wildcards.dataset)]
+
+
+def check_source_input(wildcards):
+    """input of source_check: a local source's info.json (its other files are in the
+    params), or the folder a rule makes."""
     if source_kind(wildcards.dataset) == "path":
-        return [f"{source_dir(wildcards.dataset)}/meta/info.json"]
+        return [f"{source_dir(wildcards.dataset)}/{V21_INFO_PATH}"]
     return [source_dir(wildcards.dataset)]
+
+
+def source_meta_files(wildcards):
+    """The meta files of a local source that exist (none for other sources)."""
+    name = wildcards.dataset
+    if source_kind(name) != "path":
+        return []
+    return [
+        f"{source_dir(name)}/{rel}"
+        for rel in (
+            V21_INFO_PATH,
+            V21_EPISODES_PATH,
+            V21_TASKS_PATH,
+            V21_EPISODES_STATS_PATH,
+        )
+        if rel in source_signatures(name)
+    ]
+
+
+def all_source_signatures(wildcards):
+    """params of source_check: every file of a local source, ``[size, mtime_ns]`` by path."""
+    if source_kind(wildcards.dataset) != "path":
+        return {}
+    return source_signatures(wildcards.dataset)
+
+
+def parse_time_layout(wildcards):
+    """params of plan: a digest of what the parse-time plan of a local source decided
+    (episodes, files, shards), so that a source change that moves an episode replans."""
+    if source_kind(wildcards.dataset) != "path":
+        return ""
+    plan = plan_of(wildcards.dataset).to_json()
+    layout = json.dumps([plan["episodes"], plan["shards"]], sort_keys=True)
+    return hashlib.sha256(layout.encode()).hexdigest()
+
+
+def _signatures(name, paths):
+    root = source_dir(name)
+    signatures = source_signatures(name)
+    relative = (os.path.relpath(p, root) for p in paths)
+    return {rel: signatures.get(rel) for rel in relative}
+
+
+def shard_source_files(wildcards):
+    """input of shard: the parquets of the shard's episodes (a local source)."""
+    name = wildcards.dataset
+    if source_kind(name) != "path":
+        return []
+    source = local_source(name)
+    episodes = plan_of(name).shard_episodes(wildcards.shard)
+    return [str(source.data_file(e.source_episode_index)) for e in episodes]
+
+
+def shard_signatures(wildcards):
+    """params of shard: size and mtime of each of its parquets."""
+    return _signatures(wildcards.dataset, shard_source_files(wildcards))
+
+
+def video_source_files(wildcards):
+    """input of aggregate_video: the mp4s of the file's episodes (a local source)."""
+    name = wildcards.dataset
+    if source_kind(name) != "path":
+        return []
+    source, key = local_source(name), wildcards.video_key
+    where = (int(wildcards.chunk), int(wildcards.file))
+    return [
+        str(source.video_file(e.source_episode_index, key))
+        for e in plan_of(name).episodes
+        if e.videos[key] == where
+    ]
+
+
+def video_signatures(wildcards):
+    """params of aggregate_video: size and mtime of each of its mp4s."""
+    return _signatures(wildcards.dataset, video_source_files(wildcards))
+
+
+def stats_shards(wildcards):
+    """input of meta: the shard folders, where the compute_missing_stats repair is on."""
+    if not conversion_options(wildcards.dataset).compute_missing_stats:
+        return []
+    return [
+        SHARD_DIR.format(dataset=wildcards.dataset, shard=s.id)
+        for s in plan_of(wildcards.dataset).shards
+    ]
+
+
+def checked_datasets():
+    """The check reports of every configured dataset."""
+    return expand(CHECK_FILE, dataset=dataset_names())
 
 
 def all_video_episodes(wildcards):
@@ -229,7 +401,13 @@ def conversion_benchmarks(name):
     The demo rule's time is left out: generating the demo is not part of a conversion.
     """
     plan = plan_of(name)
-    steps = ["plan/plan", "meta/meta", "validate/validate", "publish/publish"]
+    steps = [
+        "check/check",
+        "plan/plan",
+        "meta/meta",
+        "validate/validate",
+        "publish/publish",
+    ]
     if source_kind(name) == "repo_id":
         steps.append("fetch/fetch")
     steps += [f"shard/{s.id}" for s in plan.shards]

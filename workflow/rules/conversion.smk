@@ -1,5 +1,35 @@
-# v2.1 -> v3.0: plan, one job per shard, one per final file, meta, validate, publish.
+# v2.1 -> v3.0: check, plan, one job per shard, one per final file, meta, validate, publish.
 # Every path is a template of robopipe.layout, shared with the code.
+#
+# A local source's files are inputs of the jobs that read them, with their size and mtime in
+# the params: a changed, added or removed file reruns exactly those jobs (and the check).
+
+
+rule source_check:
+    input:
+        check_source_input,
+    output:
+        CHECK_FILE,
+    log:
+        LOG_FILE.format(dataset="{dataset}", step="check"),
+        report=LOG_FILE.format(dataset="{dataset}", step="check").replace(
+            ".log", ".json"
+        ),
+    benchmark:
+        JOB_STATS_FILE.format(dataset="{dataset}", step="check/check")
+    # First: a bad source stops the run before most jobs start. Only publish takes the
+    # report as input, so a changed source file reruns the check and the jobs that read that
+    # file, not every job after the check.
+    priority: 100
+    conda:
+        ROBOPIPE_ENV
+    threads: 4  # footer reads and mp4 opens, one episode per thread
+    params:
+        source=source_of,
+        options=conversion_of,
+        files=all_source_signatures,
+    script:
+        "../scripts/check.py"
 
 
 checkpoint plan:
@@ -16,6 +46,7 @@ checkpoint plan:
     params:
         source=source_of,
         options=conversion_of,
+        layout=parse_time_layout,
     script:
         "../scripts/plan.py"
 
@@ -23,6 +54,7 @@ checkpoint plan:
 rule shard:
     input:
         plan=PLAN_FILE,
+        source=shard_source_files,
     output:
         directory(SHARD_DIR),
     log:
@@ -31,6 +63,8 @@ rule shard:
         JOB_STATS_FILE.format(dataset="{dataset}", step="shard/{shard}")
     conda:
         ROBOPIPE_ENV
+    params:
+        files=shard_signatures,
     script:
         "../scripts/shard.py"
 
@@ -57,6 +91,7 @@ rule aggregate_data:
 rule aggregate_video:
     input:
         plan=PLAN_FILE,
+        source=video_source_files,
     output:
         video=STAGED_VIDEO_FILE,
         episodes=VIDEO_EPISODES_FILE,
@@ -72,6 +107,8 @@ rule aggregate_video:
         )
     conda:
         ROBOPIPE_ENV
+    params:
+        files=video_signatures,
     script:
         "../scripts/aggregate_video.py"
 
@@ -80,6 +117,8 @@ rule meta:
     input:
         plan=PLAN_FILE,
         video_episodes=all_video_episodes,
+        shards=stats_shards,
+        source=source_meta_files,
     output:
         directory(STAGED_META_DIR),
     log:
@@ -160,6 +199,7 @@ rule validate:
 # meta/, data/ and videos/. The script moves the whole folder into place at once.
 rule publish:
     input:
+        check=CHECK_FILE,
         validation=VALIDATION_FILE,
         plan=PLAN_FILE,
         meta=STAGED_META_DIR,
@@ -180,3 +220,9 @@ rule convert:
     default_target: False
     input:
         converted_datasets(),
+
+
+rule check:
+    default_target: False
+    input:
+        checked_datasets(),

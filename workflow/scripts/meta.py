@@ -2,18 +2,18 @@
 
 from robopipe.atomic import atomic_path
 from robopipe.conversion.meta import write_meta
-from robopipe.conversion.plan import load_plan
-from robopipe.formats.v21_reader import load_source
+from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     plan = load_plan(snakemake.input.plan)
     with atomic_path(snakemake.output[0]) as tmp:
         write_meta(
-            load_source(plan.source, plan.dataset),
+            load_planned_source(plan.source, plan.dataset, plan),
             plan,
             snakemake.input.video_episodes,
             tmp,
             restamp_timestamps=plan.options.restamp_timestamps,
+            shard_dirs=snakemake.input.shards,
         )
     log.info("wrote %s", snakemake.output[0])

@@ -6,7 +6,12 @@ from robopipe.formats.v21_reader import load_source
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
-    source = load_source(snakemake.params.source, snakemake.wildcards.dataset)
-    plan = make_plan(source, ConversionOptions.from_config(snakemake.params.options))
+    options = ConversionOptions.from_config(snakemake.params.options)
+    source = load_source(
+        snakemake.params.source,
+        snakemake.wildcards.dataset,
+        template_placeholders=options.template_placeholders,
+    )
+    plan = make_plan(source, options)
     plan.save(snakemake.output.plan)
     log.info("%d episodes in %d shards", len(plan.episodes), len(plan.shards))

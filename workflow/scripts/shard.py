@@ -1,14 +1,13 @@
 """Snakemake job: pack one shard of episodes (results/{dataset}/shards/{shard}/)."""
 
-from robopipe.conversion.plan import load_plan
+from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.shard import build_shard
-from robopipe.formats.v21_reader import load_source
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     plan = load_plan(snakemake.input.plan)
     build_shard(
-        load_source(plan.source, plan.dataset),
+        load_planned_source(plan.source, plan.dataset, plan),
         plan,
         snakemake.wildcards.shard,
         snakemake.output[0],

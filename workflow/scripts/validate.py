@@ -4,16 +4,15 @@ import json
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.conversion.plan import load_plan
+from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.validate import validate
-from robopipe.formats.v21_reader import load_source
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     plan = load_plan(snakemake.input.plan)
     reports = [json.loads(Path(p).read_text("utf-8")) for p in snakemake.input.reports]
     summary = validate(
-        load_source(plan.source, plan.dataset),
+        load_planned_source(plan.source, plan.dataset, plan),
         plan,
         Path(snakemake.input.meta).parent,
         reports,

@@ -1,0 +1,48 @@
+"""Unknown keys in the workflow's config, named with the nearest valid key.
+
+Snakemake's ``validate`` checks the config against ``workflow/schemas/config.schema.yaml``,
+but its message for a misspelt key is a JSON-schema dump. :func:`unknown_keys` walks the
+config along the schema first and names every key that no ``properties`` allows where
+``additionalProperties`` is false, with :func:`difflib.get_close_matches`'s suggestion.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+
+
+def unknown_keys(config: Mapping, schema: Mapping) -> list[str]:
+    """One message per unknown key, e.g. ``config: datasets.cr5: unknown key 'conversoin';
+    did you mean 'conversion'?``, in config order.
+
+    Args:
+        config: the merged config (nested dicts and lists).
+        schema: the JSON schema (``definitions`` referenced as ``#/definitions/<name>``).
+    """
+    messages: list[str] = []
+    _walk(config, schema, schema, "", messages)
+    return messages
+
+
+def _resolve(node: Mapping, root: Mapping) -> Mapping:
+    while "$ref" in node:
+        node = root["definitions"][node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _walk(value, node: Mapping, root: Mapping, where: str, messages: list[str]) -> None:
+    node = _resolve(node, root)
+    if not isinstance(value, Mapping):
+        return
+    properties = node.get("properties", {})
+    extra = node.get("additionalProperties", True)
+    for key, item in value.items():
+        if key in properties:
+            _walk(item, properties[key], root, f"{where}.{key}" if where else str(key), messages)
+        elif isinstance(extra, Mapping):
+            _walk(item, extra, root, f"{where}.{key}" if where else str(key), messages)
+        elif extra is False:
+            near = difflib.get_close_matches(str(key), list(properties), n=1)
+            hint = f"did you mean {near[0]!r}?" if near else f"valid: {', '.join(properties)}"
+            messages.append(f"config: {where or 'top level'}: unknown key {key!r}; {hint}")

@@ -1,0 +1,36 @@
+"""Snakemake job: check the whole v2.1 source of one dataset (results/{dataset}/check.json).
+
+Every problem goes to the log, one line each, and the full report to check.json; with
+problems the job fails, Snakemake removes check.json, and the report stays in the log folder
+(results/logs/{dataset}/check.json). Source files that changed since the last check are
+notes (compared with results/{dataset}/check_files.json, which the job keeps).
+"""
+
+import sys
+from pathlib import Path
+
+from robopipe.atomic import write_json
+from robopipe.conversion.check import check_source, read_report, write_report
+from robopipe.conversion.options import ConversionOptions
+from robopipe.jobs import logged
+
+with logged(snakemake) as log:
+    dataset = snakemake.wildcards.dataset
+    output = Path(snakemake.output[0])
+    files = output.with_name("check_files.json")
+    report = check_source(
+        snakemake.params.source,
+        dataset,
+        ConversionOptions.from_config(snakemake.params.options),
+        previous=read_report(files),
+        threads=snakemake.threads,
+    )
+    write_json(files, {"files": report.files}, indent=None)
+    if report.ok:
+        write_report(report, output)
+        log.info("%s", report.summary(path=output))
+    else:
+        kept = Path(snakemake.log.report)
+        write_report(report, kept)
+        log.error("%s", report.summary(path=kept))
+        sys.exit(1)
