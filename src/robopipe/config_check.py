@@ -25,6 +25,21 @@ def unknown_keys(config: Mapping, schema: Mapping) -> list[str]:
     return messages
 
 
+def config_problems(config: Mapping, schema: Mapping) -> list[str]:
+    """What is wrong with ``config``: its unknown keys (:func:`unknown_keys`) if any, else
+    every other violation of ``schema``, as ``config: <key path>: <jsonschema message>``."""
+    import jsonschema
+
+    messages = unknown_keys(config, schema)
+    if messages:
+        return messages
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(config)
+    return [
+        f"config: {'.'.join(map(str, error.absolute_path)) or 'top level'}: {error.message}"
+        for error in sorted(errors, key=lambda e: [str(p) for p in e.absolute_path])
+    ]
+
+
 def _resolve(node: Mapping, root: Mapping) -> Mapping:
     while "$ref" in node:
         node = root["definitions"][node["$ref"].rsplit("/", 1)[-1]]

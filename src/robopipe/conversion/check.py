@@ -188,8 +188,9 @@ def check_source(
         skip = set(options.skip_episodes)
         checker = _EpisodeChecker(source, options)
         with ThreadPoolExecutor(max(1, threads)) as pool:
-            results = list(pool.map(checker.check, range(len(source.episodes))))
-        for episode, (problems, files) in enumerate(results):
+            indices = [e["episode_index"] for e in source.episodes]
+            results = list(pool.map(checker.check, indices))
+        for episode, (problems, files) in zip(indices, results, strict=True):
             (report.notes if episode in skip else report.problems).extend(problems)
             report.files.update(files)
         report.problems += checker.consistency_problems()
@@ -251,10 +252,14 @@ def _check_metadata(root: Path, name: str, report: CheckReport):
         lines = read_jsonl(root, V21_EPISODES_PATH, name)
         for episode, message in episode_index_problems(lines, info["total_episodes"]):
             meta_problems.append(Problem("episode_index", message, episode, V21_EPISODES_PATH))
-        episodes = sorted(
-            (e for e in lines if isinstance(e.get("episode_index"), int)),
-            key=lambda e: e["episode_index"],
-        )
+        # the listed episodes that can be checked: each valid index once
+        by_index = {
+            e["episode_index"]: e
+            for e in reversed(lines)
+            if isinstance(e.get("episode_index"), int)
+            and 0 <= e["episode_index"] < info["total_episodes"]
+        }
+        episodes = [by_index[i] for i in sorted(by_index)]
     except DatasetError as exc:
         meta_problems.append(Problem("metadata", exc.reason, file=V21_EPISODES_PATH))
     try:
@@ -267,7 +272,7 @@ def _check_metadata(root: Path, name: str, report: CheckReport):
     except DatasetError as exc:
         meta_problems.append(Problem("metadata", exc.reason, file=V21_TASKS_PATH))
     report.episodes = len(episodes)
-    if any(p.kind in ("episode_index", "template") for p in meta_problems):
+    if any(p.kind == "template" for p in meta_problems):
         return None  # episodes cannot be matched to files
     video_keys = sorted(k for k, ft in info["features"].items() if ft.get("dtype") == "video")
     if video_keys and not info["video_path"]:
@@ -286,7 +291,7 @@ def _check_stats(source: V21Source, repair: bool, problems: list[Problem]) -> No
     except DatasetError as exc:
         problems.append(Problem("stats", exc.reason, file=V21_EPISODES_STATS_PATH))
         return
-    absent = sorted(set(range(len(source.episodes))) - set(have))
+    absent = sorted({e["episode_index"] for e in source.episodes} - set(have))
     if not absent or repair:
         return
     if not have:
@@ -307,6 +312,7 @@ class _EpisodeChecker:
 
     def __init__(self, source: V21Source, options: ConversionOptions) -> None:
         self.source = source
+        self.lengths = {e["episode_index"]: e.get("length") for e in source.episodes}
         self.root = source.root.resolve()
         self.repairs = repairs_of(options)
         self.restamp = options.restamp_timestamps
@@ -385,7 +391,7 @@ class _EpisodeChecker:
             )
             return None
         rows = parquet.metadata.num_rows
-        length = source.episodes[episode].get("length")
+        length = self.lengths.get(episode)
         if rows != length:
             problems.append(
                 Problem(
