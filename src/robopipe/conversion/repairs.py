@@ -104,7 +104,7 @@ def repair_table(
                 position = int(np.flatnonzero(~((before == after) | np.isnan(before)))[0])
                 width = max(1, len(before) // max(n, 1))
                 raise ValueError(
-                    f"column {name!r} row {position // width}: {before[position]!r} does not "
+                    f"column {name!r} row {position // width}: {float(before[position])!r} does not "
                     "survive the cast to float32 exactly; fix info.json's dtype (float64) "
                     "instead of `cast_float64`"
                 )
