@@ -1,0 +1,127 @@
+"""The source check as Snakemake runs it: every problem in one run, one robopipe line each and
+no traceback; a changed source file reruns exactly the jobs that read it; unknown config keys
+stop the run with the nearest valid key."""
+
+import json
+import re
+import shutil
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+PARQUET = "data/chunk-000/episode_000002.parquet"
+
+
+def _config(source, **conversion):
+    return {"datasets": {"ds": {"path": str(source), "conversion": conversion}}}
+
+
+def _jobs(stdout: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"^(\w+)\s+(\d+)$", stdout, re.M) if k != "total"}
+
+
+def test_a_changed_source_file_reruns_only_its_jobs(make_v21, tmp_path, run_snakemake):
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=6), root)
+    config = _config(root, episodes_per_shard=2)
+    run_snakemake(tmp_path / "run", config, "--cores", "2", "convert")
+    published = tmp_path / "run/results/ds/v3.0/data/chunk-000/file-000.parquet"
+    before = pq.read_table(published)
+
+    table = pq.read_table(root / PARQUET)  # episode 2's actions doubled
+    action = table.column("action").combine_chunks()
+    doubled = pa.FixedSizeListArray.from_arrays(
+        pc.multiply(action.flatten(), pa.scalar(2, action.type.value_type)), action.type.list_size
+    )
+    table = table.set_column(table.schema.get_field_index("action"), "action", doubled)
+    pq.write_table(table, root / PARQUET)
+
+    result = run_snakemake(tmp_path / "run", config, "--cores", "2", "convert")
+    assert _jobs(result.stdout + result.stderr) == {
+        "source_check": 1,
+        "shard": 1,
+        "aggregate_data": 1,
+        "validate": 1,
+        "publish": 1,
+        "convert": 1,
+    }
+    after = pq.read_table(published)
+    episode = pc.equal(after.column("episode_index"), 2)
+    assert after.filter(episode).column("action").to_pylist() == doubled.to_pylist()
+    others = pc.invert(episode)
+    assert after.filter(others).equals(before.filter(others))
+    check = json.loads((tmp_path / "run/results/ds/check.json").read_text())
+    assert {"kind": "source_changed", "file": PARQUET} in [
+        {"kind": n["kind"], "file": n["file"]} for n in check["notes"]
+    ]
+
+
+def test_check_reports_every_problem_and_publishes_nothing(make_v21, tmp_path, run_snakemake):
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=6), root)
+    (root / "videos/chunk-000/observation.images.front/episode_000001.mp4").write_bytes(b"junk")
+    (root / "videos/chunk-000/observation.images.wrist/episode_000004.mp4").write_bytes(b"")
+    (root / ".DS_Store").write_bytes(b"\0")
+    result = run_snakemake(tmp_path, _config(root), "--cores", "2", "check", check=False)
+    assert result.returncode != 0
+    for line in (
+        "robopipe: dataset 'ds': episode 1: file videos/chunk-000/observation.images.front/"
+        "episode_000001.mp4: cannot read video",
+        "robopipe: dataset 'ds': episode 4: file videos/chunk-000/observation.images.wrist/"
+        "episode_000004.mp4: video file is empty",
+    ):
+        assert line in result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads((tmp_path / "results/logs/ds/check.json").read_text())
+    assert report["counts"] == {"unreadable_file": 1, "empty_file": 1}
+    assert [n["file"] for n in report["notes"]] == [".DS_Store"]
+
+    # convert: the plan needs only file sizes, so the run starts; the check job fails and
+    # nothing is published
+    result = run_snakemake(tmp_path, _config(root), "--cores", "2", "convert", check=False)
+    assert result.returncode != 0
+    assert "robopipe: dataset 'ds': episode 1: file videos/" in result.stderr
+    assert not (tmp_path / "results/ds/v3.0").exists()
+
+
+def test_planning_errors_are_robopipe_lines_without_tracebacks(make_v21, tmp_path, run_snakemake):
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=6), root)
+    (root / PARQUET).unlink()
+    lines = (root / "meta/episodes.jsonl").read_text().splitlines()
+    (root / "meta/episodes.jsonl").write_text("\n".join([*lines, lines[3]]) + "\n")
+    result = run_snakemake(tmp_path, _config(root), "--cores", "2", "convert", "-n", check=False)
+    assert result.returncode == 1
+    assert f"robopipe: dataset 'ds': episode 2: file {PARQUET}: data file is missing" in (
+        result.stderr
+    )
+    assert (
+        "robopipe: dataset 'ds': episode 3: file meta/episodes.jsonl: episode 3 is listed 2 times"
+        in result.stderr
+    )
+    for noise in ("Traceback", "InputFunctionException", "Exception"):
+        assert noise not in result.stdout + result.stderr
+
+
+def test_unknown_config_keys_name_the_nearest_valid_key(make_v21, tmp_path, run_snakemake):
+    source = make_v21(episodes=6)
+    config = {"datasetz": {"ds": {"path": str(source)}}}
+    result = run_snakemake(tmp_path, config, "-n", check=False)
+    assert result.returncode == 1
+    assert "robopipe: config: top level: unknown key 'datasetz'; did you mean 'datasets'?" in (
+        result.stderr
+    )
+    config = {"datasets": {"ds": {"path": str(source), "conversoin": {}}}}
+    result = run_snakemake(tmp_path, config, "-n", check=False)
+    assert (
+        "robopipe: config: datasets.ds: unknown key 'conversoin'; did you mean 'conversion'?"
+        in (result.stderr)
+    )
+    config = _config(source, restamp_timestamp=True)
+    result = run_snakemake(tmp_path, config, "-n", check=False)
+    assert (
+        "robopipe: config: datasets.ds.conversion: unknown key 'restamp_timestamp'; "
+        "did you mean 'restamp_timestamps'?" in result.stderr
+    )
+    assert not (tmp_path / "results").exists()
