@@ -440,7 +440,7 @@ class _EpisodeChecker:
             else:
                 problems += self._feature_problems(episode, rel, feature, spec, schema)
         if not self.restamp and {"timestamp", "frame_index"} <= set(schema.names):
-            problems += self._timestamp_problems(episode, rel, path)
+            problems += self._timestamp_problems(episode, rel, parquet)
         return rows
 
     def _feature_problems(self, episode, rel, feature, spec, schema) -> list[Problem]:
@@ -507,13 +507,11 @@ class _EpisodeChecker:
         )
         return problems
 
-    def _timestamp_problems(self, episode: int, rel: str, path: Path) -> list[Problem]:
-        import pyarrow.parquet as pq
-
+    def _timestamp_problems(self, episode: int, rel: str, parquet) -> list[Problem]:
         from robopipe.conversion.shard import timestamp_error
 
         try:
-            table = pq.read_table(path, columns=["timestamp", "frame_index"])
+            table = parquet.read(columns=["timestamp", "frame_index"])
         except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
             return [
                 Problem(
@@ -593,31 +591,35 @@ class _EpisodeChecker:
                 )
             )
 
-    def _stream_problems(self, episode, key, rel, params) -> list[Problem]:
-        """The stream against info.json's feature (shape, and ``info`` when present)."""
+    def _declared(self, key: str) -> dict:
+        """What ``info.json`` says of camera ``key``'s stream (None where it says nothing):
+        ``codec``, ``width``, ``height``, ``pix_fmt`` and ``fps``. The shape may be
+        channel-last ``[H, W, C]`` or channel-first ``[C, H, W]``."""
         spec = self.source.info["features"][key]
         info = spec.get("info") or {}
         shape = list(spec.get("shape") or [])
         channel_first = len(shape) == 3 and shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)
         height, width = (shape[1], shape[2]) if channel_first else (shape[:2] + [None, None])[:2]
-        want = {
+        return {
             "codec": info.get("video.codec"),
             "width": info.get("video.width", width),
             "height": info.get("video.height", height),
             "pix_fmt": info.get("video.pix_fmt"),
             "fps": Fraction(info.get("video.fps", self.source.fps)),
         }
+
+    def _stream_problems(self, episode, key, rel, params) -> list[Problem]:
+        """The stream against what info.json declares."""
         problems = []
-        for what, expected in want.items():
+        for what, expected in self._declared(key).items():
             if expected is None or params[what] == expected:
                 continue
             kind = "video_size" if what in ("width", "height") else f"video_{what}"
             problems.append(
                 Problem(
                     kind,
-                    f"video {what} is {params[what]} but info.json says {expected} "
-                    f"for {key}; re-encode the episode to match, or leave it out with "
-                    "`skip_episodes`",
+                    f"video {what} is {params[what]} but info.json says {expected} for {key}; "
+                    "re-encode the episode to match, or leave it out with `skip_episodes`",
                     episode,
                     rel,
                 )
@@ -625,30 +627,27 @@ class _EpisodeChecker:
         return problems
 
     def consistency_problems(self) -> list[Problem]:
-        """Episodes whose stream differs from most episodes of the same camera (what
-        info.json does not say: the time base, and any parameter it leaves out)."""
+        """Episodes whose stream differs from most episodes of the same camera in what
+        info.json does not declare: the time base, and any parameter it leaves out."""
         problems = []
         for key, by_episode in self.streams.items():
+            declared = self._declared(key)
             for what in ("codec", "width", "height", "pix_fmt", "time_base"):
+                if declared.get(what) is not None:
+                    continue  # each episode was compared with info.json
                 values = Counter(p[what] for p in by_episode.values())
-                if len(values) < 2:
-                    continue
-                usual = values.most_common(1)[0][0]
+                usual = values.most_common(1)[0][0] if values else None
                 for episode, p in sorted(by_episode.items()):
                     if p[what] == usual:
                         continue
                     kind = "video_size" if what in ("width", "height") else f"video_{what}"
+                    rel = os.path.relpath(self.source.video_file(episode, key), self.source.root)
                     message = (
                         f"video {what} is {p[what]} but {values[usual]} other episodes of "
                         f"{key} have {usual}; re-encode the episode to match, or leave it out "
                         "with `skip_episodes`"
                     )
-                    rel = os.path.relpath(self.source.video_file(episode, key), self.source.root)
-                    problem = Problem(kind, message, episode, rel)
-                    if what == "time_base" or not any(
-                        q.kind == kind and q.episode == episode and q.file == rel for q in problems
-                    ):
-                        problems.append(problem)
+                    problems.append(Problem(kind, message, episode, rel))
         return problems
 
 

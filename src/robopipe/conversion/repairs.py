@@ -102,9 +102,9 @@ def repair_table(
             after = _flat(narrowed).to_numpy(zero_copy_only=False).astype(np.float64)
             if not np.array_equal(before, after, equal_nan=True):
                 position = int(np.flatnonzero(~((before == after) | np.isnan(before)))[0])
-                width = max(1, len(before) // max(n, 1))
+                row = position // max(1, len(before) // max(n, 1))
                 raise ValueError(
-                    f"column {name!r} row {position // width}: {float(before[position])!r} does not "
+                    f"column {name!r} row {row}: {float(before[position])!r} does not "
                     "survive the cast to float32 exactly; fix info.json's dtype (float64) "
                     "instead of `cast_float64`"
                 )
