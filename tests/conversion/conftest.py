@@ -25,6 +25,12 @@ def load_tool(name: str):
 
 
 @pytest.fixture(scope="session")
+def tool():
+    """``tool(name)``: a developer tool of ``tools/`` imported as a module."""
+    return load_tool
+
+
+@pytest.fixture(scope="session")
 def cr5_small(shared_datasets, tmp_path_factory) -> Path:
     """The first 4 episodes of cr5 (640x480 AV1, 10 fps, timestamps off frame_index / fps)."""
     dest = tmp_path_factory.mktemp("cr5") / "cr5x4"

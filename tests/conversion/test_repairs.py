@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from conftest import load_tool
 
 from robopipe.conversion.check import check_source
 from robopipe.conversion.options import ConversionOptions
@@ -70,7 +69,7 @@ def test_each_problem_names_its_repair(small_source):
     assert repaired.to_json()["repairs"] == dict.fromkeys(REPAIRS, True)
 
 
-def test_repairs_convert_a_non_standard_export(small_source, request, tmp_path):
+def test_repairs_convert_a_non_standard_export(small_source, request, tmp_path, tool):
     original = request.getfixturevalue(
         "cr5_small" if "cr5" in request.node.callspec.id else "demo_small"
     )
@@ -98,7 +97,7 @@ def test_repairs_convert_a_non_standard_export(small_source, request, tmp_path):
         assert np.asarray(stats[key]["mean"]).shape == (3, 1, 1)
         assert 0 < np.asarray(stats[key]["mean"]).min() < 1
 
-    lerobot = load_tool("lerobot_compat")
+    lerobot = tool("lerobot_compat")
     if not lerobot.LEROBOT_PYTHON.exists():
         pytest.skip("lerobot 0.6.1 env missing (run tools/lerobot_env.sh)")
     indices = lerobot.sample_indices(out, 10, seed=0)

@@ -19,8 +19,9 @@ metadata, parquet footers and mp4 headers only: no frame is decoded and only the
 - every path, symlinks resolved, inside the dataset root.
 
 Files that are not part of the dataset are listed as notes, as are source files that changed
-since the previous check. Problems that an opt-in repair (:data:`REPAIRS`) fixes are not
-problems when it is on, and name it when it is off.
+since the previous check. Problems that an opt-in repair
+(:data:`robopipe.conversion.repairs.REPAIRS`) fixes are not problems when it is on, and name
+it when it is off.
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ class CheckReport:
     Attributes:
         dataset: the dataset name.
         source: the source folder (absolute).
-        repairs: each repair of :data:`REPAIRS` and whether it is on.
+        repairs: each repair of :data:`~robopipe.conversion.repairs.REPAIRS` and whether it is on.
         problems: what stops the conversion.
         notes: what does not (stray files, changed source files, skipped episodes' problems).
         files: every source file the conversion reads: ``[size in bytes, mtime in ns]``.
@@ -170,7 +171,7 @@ def check_source(
     Args:
         root: the v2.1 dataset folder.
         name: the dataset name (for messages).
-        options: the dataset's conversion settings; used: the repairs of :data:`REPAIRS`,
+        options: the dataset's conversion settings; used: the repairs,
             ``restamp_timestamps``, ``tolerance_s``, ``skip_episodes`` (problems of skipped
             episodes become notes).
         previous: an earlier report's JSON (:meth:`CheckReport.to_json`): source files that
@@ -237,7 +238,7 @@ def _check_metadata(root: Path, name: str, report: CheckReport):
         return None
     problem = info_problem(info)
     if problem:
-        kind = "version" if "codebase_version" in problem or "v3.0" in problem else "info_fields"
+        kind = "info_fields" if problem.startswith("info.json lacks") else "version"
         meta_problems.append(Problem(kind, problem, file=V21_INFO_PATH))
         return None
     repairs = report.repairs
