@@ -444,3 +444,14 @@ def test_changes_since_the_last_check_are_notes(small_source):
     notes = {(n.kind, n.file) for n in report.notes}
     assert ("source_changed", _data(small_source)) in notes
     assert ("source_removed", _video(small_source, 2)) in notes
+
+
+def test_problems_of_skipped_episodes_are_notes(small_source, tmp_path):
+    _reencode(small_source, scale=2)  # episode EP: another size
+    _remove(lambda root: _video(root, 2))(small_source)
+    options = {**OPTIONS, "skip_episodes": (EP, 2)}
+    report = check_source(small_source, "skip", ConversionOptions(**options))
+    assert report.ok, report.summary()
+    assert {(n.kind, n.episode) for n in report.notes} >= {("video_size", EP), ("missing_file", 2)}
+    plan = convert_dataset(small_source, tmp_path / "v3.0", name="skip", **options)
+    assert [e.source_episode_index for e in plan.episodes] == [0, 3]

@@ -191,10 +191,14 @@ def check_source(
         with ThreadPoolExecutor(max(1, threads)) as pool:
             indices = [e["episode_index"] for e in source.episodes]
             results = list(pool.map(checker.check, indices))
-        for episode, (problems, files) in zip(indices, results, strict=True):
-            (report.notes if episode in skip else report.problems).extend(problems)
+        for problems, files in results:
+            report.problems += problems
             report.files.update(files)
         report.problems += checker.consistency_problems()
+        # what is wrong with a skipped episode is only worth a note
+        for problem in [p for p in report.problems if p.episode in skip]:
+            report.problems.remove(problem)
+            report.notes.append(problem)
         report.notes += _stray_files(root, report.files)
     if previous is not None:
         report.notes += _changes(previous.get("files", {}), report.files)
