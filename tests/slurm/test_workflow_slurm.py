@@ -118,7 +118,15 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
         )
     ]
     seen = {rule for rule, _ in jobs}
-    convert_rules = {"plan", "shard", "aggregate_data", "aggregate_video", "meta", "validate"}
+    convert_rules = {
+        "source_check",
+        "plan",
+        "shard",
+        "aggregate_data",
+        "aggregate_video",
+        "meta",
+        "validate",
+    }
     assert convert_rules | {"publish", "bench_scenario"} <= seen
     assert sum(rule == "shard" for rule, _ in jobs) == 2
     for rule, fields in jobs:
