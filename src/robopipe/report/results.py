@@ -173,7 +173,8 @@ def load_benchmarks(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
 def conversion_by_rule(jobs: pd.DataFrame) -> pd.DataFrame:
     """Per rule: jobs, total_s (sum of wall s), max_s (slowest job), max_rss_mb (largest job).
 
-    Rules appear in pipeline order when known (plan, shard, aggregate, meta, validate, publish).
+    Rules appear in pipeline order when known (check, plan, shard, aggregate, meta, validate,
+    publish).
     """
     grouped = jobs.groupby("rule", sort=False).agg(
         jobs=("s", "size"),
@@ -188,6 +189,7 @@ def conversion_by_rule(jobs: pd.DataFrame) -> pd.DataFrame:
 _RULE_ORDER = (
     "demo",
     "fetch",
+    "check",
     "plan",
     "shard",
     "aggregate_data",
