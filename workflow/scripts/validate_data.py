@@ -3,15 +3,14 @@
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.conversion.plan import load_plan
+from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.validate import validate_data_file
-from robopipe.formats.v21_reader import load_source
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     plan = load_plan(snakemake.input.plan)
     report = validate_data_file(
-        load_source(plan.source, plan.dataset),
+        load_planned_source(plan.source, plan.dataset, plan),
         plan,
         Path(snakemake.input.data).parents[2],  # staging/data/chunk-XXX/file-YYY.parquet
         int(snakemake.wildcards.chunk),

@@ -3,16 +3,15 @@
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.conversion.plan import load_plan
+from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.validate import validate_video_file
-from robopipe.formats.v21_reader import load_source
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     plan = load_plan(snakemake.input.plan)
     wildcards = snakemake.wildcards
     report = validate_video_file(
-        load_source(plan.source, plan.dataset),
+        load_planned_source(plan.source, plan.dataset, plan),
         plan,
         Path(snakemake.input.video).parents[3],  # staging/videos/<key>/chunk-XXX/file-YYY.mp4
         wildcards.video_key,

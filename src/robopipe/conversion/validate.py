@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.conversion.plan import Plan, PlannedEpisode
+from robopipe.conversion.repairs import episode_task_index, repair_table, repairs_of
 from robopipe.conversion.shard import timestamp_error
 from robopipe.formats.v21_reader import V21Source
 from robopipe.formats.v30_reader import read_data_file, read_meta
@@ -114,7 +115,14 @@ def _check_episode_rows(
             f"(tolerance_s={tolerance_s}); if the source's timestamps are off, convert with "
             "`restamp_timestamps: true`"
         )
-    original = pq.read_table(source.data_file(ep.source_episode_index))
+    # the source's rows as the plan's repairs make them (derived columns, float64 cast)
+    original = repair_table(
+        pq.read_table(source.data_file(ep.source_episode_index)),
+        source.info["features"],
+        repairs_of(plan.options),
+        index_start=ep.dataset_from_index,
+        task_index=episode_task_index(source.episodes[ep.source_episode_index], source.tasks),
+    )
     if rows.schema.names != original.schema.names:
         raise fail(f"columns {rows.schema.names} differ from the source's {original.schema.names}")
     renumbered = {"index", "episode_index"} if plan.options.skip_episodes else set()
