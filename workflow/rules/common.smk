@@ -217,10 +217,12 @@ def source_meta_files(wildcards):
 
 
 def all_source_signatures(wildcards):
-    """params of source_check: every file of a local source, ``[size, mtime_ns]`` by path."""
+    """params of source_check: a digest of every file's path, size and mtime in a local
+    source (a digest, not the list: Snakemake keeps params in its metadata)."""
     if source_kind(wildcards.dataset) != "path":
-        return {}
-    return source_signatures(wildcards.dataset)
+        return ""
+    files = json.dumps(source_signatures(wildcards.dataset), sort_keys=True)
+    return hashlib.sha256(files.encode()).hexdigest()
 
 
 def parse_time_layout(wildcards):
@@ -257,16 +259,21 @@ def shard_signatures(wildcards):
 
 def video_source_files(wildcards):
     """input of aggregate_video: the mp4s of the file's episodes (a local source)."""
-    name = wildcards.dataset
-    if source_kind(name) != "path":
+    if source_kind(wildcards.dataset) != "path":
         return []
-    source, key = local_source(name), wildcards.video_key
-    where = (int(wildcards.chunk), int(wildcards.file))
-    return [
-        str(source.video_file(e.source_episode_index, key))
-        for e in plan_of(name).episodes
-        if e.videos[key] == where
-    ]
+    by_file = _source_videos_by_file(wildcards.dataset, wildcards.video_key)
+    return by_file[(int(wildcards.chunk), int(wildcards.file))]
+
+
+@functools.cache
+def _source_videos_by_file(name, key):
+    """Camera `key`'s source mp4s by the (chunk, file) of the output file they go to."""
+    source = local_source(name)
+    by_file = {}
+    for e in plan_of(name).episodes:
+        path = str(source.video_file(e.source_episode_index, key))
+        by_file.setdefault(e.videos[key], []).append(path)
+    return by_file
 
 
 def video_signatures(wildcards):
