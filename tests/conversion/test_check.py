@@ -455,3 +455,19 @@ def test_problems_of_skipped_episodes_are_notes(small_source, tmp_path):
     assert {(n.kind, n.episode) for n in report.notes} >= {("video_size", EP), ("missing_file", 2)}
     plan = convert_dataset(small_source, tmp_path / "v3.0", name="skip", **options)
     assert [e.source_episode_index for e in plan.episodes] == [0, 3]
+
+
+def test_channel_first_shapes_are_understood(small_source):
+    def channel_first(info):
+        for feature in info["features"].values():
+            if feature["dtype"] == "video":
+                height, width, channels = feature["shape"]
+                feature["shape"] = [channels, height, width]
+                feature["names"] = ["channels", "height", "width"]
+                feature.pop("info", None)  # only the shape says the size
+
+    _edit_info(small_source, channel_first)
+    assert check_source(small_source, "cf", ConversionOptions(**OPTIONS)).ok
+    _reencode(small_source, scale=2)
+    report = check_source(small_source, "cf", ConversionOptions(**OPTIONS))
+    assert {(p.kind, p.episode) for p in report.problems} == {("video_size", EP)}
