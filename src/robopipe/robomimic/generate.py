@@ -7,11 +7,13 @@ dtypes: ``obs/robot0_eef_pos`` (T, 3), ``obs/robot0_eef_quat`` (T, 4),
 float64 (1 at the last step); ``dones`` (T,) int64 (1 at the last step). ``data`` carries
 ``env_args`` (env ``GeneratedReach``, ``control_freq`` 20, robot ``Panda``) and ``total``;
 each demo ``num_samples``; ``mask/train`` and ``mask/valid`` split the demos 9:1 like
-robomimic's ``split_train_val_from_hdf5``. The file depends only on the arguments.
+robomimic's ``split_train_val_from_hdf5``. With ``next_obs``, each demo also has
+``next_obs/<key>`` (step ``t + 1`` of ``obs/<key>``, the last step repeated), as robomimic's
+``dataset_states_to_obs`` writes. The file depends only on the arguments.
 
 CLI: ``python -m robopipe.robomimic.generate OUT.hdf5 --demos 20 [--height 84 --width 84]
 [--cameras agentview_image robot0_eye_in_hand_image] [--min-length 40 --max-length 80]
-[--seed 0]``.
+[--seed 0] [--next-obs]``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def generate_robomimic(
     min_length: int = 40,
     max_length: int = 80,
     seed: int = 0,
+    next_obs: bool = False,
 ) -> Path:
     """Write a robomimic HDF5 file to ``path`` (atomically) and return ``path`` as a Path.
 
@@ -56,6 +59,7 @@ def generate_robomimic(
         height, width: image size in pixels (even numbers, for yuv420p video).
         min_length, max_length: demo lengths in steps, drawn uniformly (inclusive).
         seed: seed of every random choice.
+        next_obs: also write ``next_obs/<key>`` for every observation key.
 
     Raises:
         ValueError: ``demos < 1``, ``not 1 <= min_length <= max_length``, odd height/width.
@@ -75,6 +79,9 @@ def generate_robomimic(
             length = int(ep_rng.integers(min_length, max_length + 1))
             group = data.create_group(name)
             _write_demo(group, ep_rng, length, cameras, height, width)
+            if next_obs:
+                for key, values in group["obs"].items():
+                    group[f"next_obs/{key}"] = np.concatenate([values[1:], values[-1:]])
             group.attrs["num_samples"] = length
             total += length
         data.attrs["total"] = total
