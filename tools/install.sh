@@ -2,7 +2,10 @@
 # Install what robopipe needs on a fresh Debian 12 machine (run as root, or with sudo rights).
 #   tools/install.sh          the workflow: FFmpeg libraries, robopipe with torch/torchcodec
 #   tools/install.sh --test   also what the tests use: Chromium (report screenshot), munge and
-#                             SLURM daemons (the real local cluster), pytest, moto
+#                             SLURM daemons (the real local cluster), pytest, moto, and
+#                             robomimic 0.3.0 from PyPI (parity tests and robomimic_seq_*
+#                             benchmark loaders; without its training deps, which its
+#                             SequenceDataset does not import)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,6 +35,10 @@ fi
 extras="torch"
 $test_extras && extras="torch,test"
 python -m pip install -q -e ".[$extras]"
+if $test_extras; then
+    python -m pip install -q --no-deps robomimic==0.3.0
+    python -m pip install -q termcolor  # imported by robomimic.utils.log_utils
+fi
 # pyenv puts new console scripts (snakemake) on PATH only after a rehash
 if command -v pyenv >/dev/null 2>&1; then
     pyenv rehash

@@ -27,7 +27,8 @@ How it differs, all in speed and memory, never in values:
   (``seq_length`` copies of every image at ``seq_length`` > 1);
 - mode ``None`` (and images in ``low_dim``) read one contiguous slice per key from dataset
   handles opened once per process; only the requested keys are read;
-- ``__getitems__`` (the DataLoader's batched fetch) gathers a whole batch per key at once.
+- ``__getitems__`` (the DataLoader's batched fetch) gathers a whole batch per key at once
+  and hands ``default_collate`` torch tensors, which it stacks faster than numpy arrays.
 
 Image keys (uint8 with a per-step shape of 3 dimensions) are what robomimic's ``low_dim`` mode
 leaves on disk; robomimic learns this from its observation-modality registry, this class
@@ -44,6 +45,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
+import torch
 import torch.utils.data
 
 from robopipe.errors import DatasetError
@@ -255,7 +257,8 @@ class SequenceDataset(torch.utils.data.Dataset):
         """
         if not self.hdf5_normalize_obs:
             raise ValueError("not using observation normalization (hdf5_normalize_obs=False)")
-        return {k: {s: v.copy() for s, v in d.items()} for k, d in self.obs_normalization_stats.items()}
+        stats = self.obs_normalization_stats
+        return {key: {s: v.copy() for s, v in d.items()} for key, d in stats.items()}
 
     def get_dataset_sampler(self):
         """None, as robomimic's (the DataLoader samples uniformly)."""
@@ -278,38 +281,59 @@ class SequenceDataset(torch.utils.data.Dataset):
         return {**self.__dict__, "_h5": None, "_h5_pid": None, "_handles": {}}
 
     def __getitem__(self, index: int) -> dict:
-        return self.__getitems__([index])[0]
+        """Item ``index``: robomimic's dict of numpy arrays (see the module docstring).
+
+        Raises:
+            IndexError: ``index`` outside ``[0, len(self))``.
+        """
+        return self._items([index], torch_views=False)[0]
 
     def __getitems__(self, indices) -> list[dict]:
-        """Items ``indices``, as a list; cached keys are gathered for all of them at once."""
+        """Items ``indices`` (the DataLoader's batched fetch): cached keys are gathered for the
+        whole batch at once, and values are torch tensors (views of one batch tensor per key),
+        which ``default_collate`` stacks several times faster than numpy arrays; the collated
+        batch is the same as from :meth:`__getitem__`'s numpy items.
+
+        Raises:
+            IndexError: an index outside ``[0, len(self))``.
+        """
+        return self._items(indices, torch_views=True)
+
+    def _items(self, indices, torch_views: bool) -> list[dict]:
         indices = np.asarray(indices, dtype=np.int64)
-        if len(indices) and not (0 <= indices.min() and indices.max() < len(self)):
+        if len(indices) and not (indices.min() >= 0 and indices.max() < len(self)):
             raise IndexError(f"item index outside [0, {len(self)})")
         demo = self._item_demo[indices]
         steps = self._item_step[indices, None] + self._window  # (B, T) steps in the demo
         last = self._lengths[demo, None] - 1
         rows = np.clip(steps, 0, last)  # padding repeats the first / last step
-        pad_mask = ((steps >= 0) & (steps <= last))[..., None]  # (B, T, 1)
         values = {path: self._rows(path, demo, rows) for path in self._paths()}
+        if self.get_pad_mask:
+            values["pad_mask"] = ((steps >= 0) & (steps <= last))[..., None]  # (B, T, 1)
         if self.goal_mode == "last":
             goal_rows = self._goal_step[demo, None]
-            goal = {k: self._rows(f"next_obs/{k}", demo, goal_rows)[:, 0] for k in self.obs_keys}
-        items = []
-        for b in range(len(indices)):
-            item = {key: values[key][b] for key in self.dataset_keys}
-            groups = ("obs", "next_obs") if self.load_next_obs else ("obs",)
-            for group in groups:
-                item[group] = {k: values[f"{group}/{k}"][b] for k in self.obs_keys}
-            if self.get_pad_mask:
-                item["pad_mask"] = pad_mask[b]
-                for group in groups:
-                    item[group]["pad_mask"] = pad_mask[b]
-            if self.goal_mode == "last":
-                item["goal_obs"] = {k: goal[k][b] for k in self.obs_keys}
-                if self.get_pad_mask:  # robomimic keeps the goal step's mask, shape (1,)
-                    item["goal_obs"]["pad_mask"] = np.ones(1, bool)
-            items.append(item)
-        return items
+            for key in self.obs_keys:
+                values[f"goal_obs/{key}"] = self._rows(f"next_obs/{key}", demo, goal_rows)[:, 0]
+            if self.get_pad_mask:  # robomimic keeps the goal step's mask, shape (1,)
+                values["goal_obs/pad_mask"] = np.ones((len(indices), 1), bool)
+        if torch_views:
+            per_item = {k: torch.from_numpy(v).unbind(0) for k, v in values.items()}
+        else:
+            per_item = values
+        mask = ["pad_mask"] if self.get_pad_mask else []
+        for group in ("obs", "next_obs"):  # their masks are the item's
+            per_item.update((f"{group}/{k}", per_item[k]) for k in mask)
+        groups = ["obs", *self._groups()]
+        top = [*self.dataset_keys, *mask]
+        columns = [per_item[k] for k in top]
+        for group in groups:
+            keys = [*self.obs_keys, *mask]
+            columns.append(_dicts(len(indices), keys, [per_item[f"{group}/{k}"] for k in keys]))
+        return _dicts(len(indices), [*top, *groups], columns)
+
+    def _groups(self) -> list[str]:
+        """The observation groups of an item besides ``obs``."""
+        return ["next_obs"] * self.load_next_obs + ["goal_obs"] * (self.goal_mode == "last")
 
     def _rows(self, path: str, demo: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """(B, T, ...) values of ``path`` at demo ``demo[b]``'s ``rows[b]`` (clipped rows)."""
@@ -331,6 +355,13 @@ class SequenceDataset(torch.utils.data.Dataset):
         if handle is None:
             handle = self._handles[demo, path] = self._h5[f"data/{self.demos[demo]}/{path}"]
         return handle
+
+
+def _dicts(count: int, keys: list[str], columns: list) -> list[dict]:
+    """``count`` dicts, dict ``b`` being ``{keys[j]: columns[j][b]}``."""
+    if not columns:
+        return [{} for _ in range(count)]
+    return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
 
 
 def _merge(a: tuple, b: tuple) -> tuple:
