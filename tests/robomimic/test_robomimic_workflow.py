@@ -10,6 +10,7 @@ import pytest
 
 from robopipe.bench.runner import Settings, run_scenario
 from robopipe.conversion.serial import convert_dataset
+from robopipe.results import check_scenario_result
 from robopipe.robomimic.generate import generate_robomimic
 from robopipe.robomimic.to_v21 import RobomimicOptions, convert_robomimic
 
@@ -53,9 +54,13 @@ SEQ4 = {"seq4": {key: [0, 0.05, 0.1, 0.15] for key in ("cameras", "observation.s
 @pytest.mark.parametrize(
     ("loader", "mode", "frames_per_sample"),
     [("robomimic_hdf5_none", "single", 2), ("robomimic_hdf5_low_dim", "seq4", 8),
-     ("robomimic_hdf5_all", "sarm", 16), ("robopipe_map", "seq4", 8)],
+     ("robomimic_hdf5_all", "sarm", 16), ("robopipe_map", "seq4", 8),
+     ("robopipe_seq_all", "seq4", 8), ("robopipe_seq_none", "single", 2),
+     ("robomimic_seq_low_dim", "seq4", 8)],
 )  # fmt: skip
 def test_bench_scenarios(workflow_run, monkeypatch, loader, mode, frames_per_sample):
+    if loader.startswith("robomimic_seq_"):
+        pytest.importorskip("robomimic", reason="robomimic 0.3.0 is not installed")
     monkeypatch.chdir(workflow_run)  # the plan names the HDF5 file relative to the workdir
     settings = Settings(**SETTINGS, windows=SEQ4)
     result = run_scenario("rm", "results/rm/v3.0", f"{loader}_local_{mode}_cpu_w0_n1", settings)
@@ -63,6 +68,7 @@ def test_bench_scenarios(workflow_run, monkeypatch, loader, mode, frames_per_sam
     assert result["samples"] > 0 and result["samples_per_s"] > 0
     assert result["frames"] == frames_per_sample * result["samples"]  # 2 cameras x window
     assert result["latency_ms"]["p50"] > 0
+    check_scenario_result(result, "result.json")  # the result schema knows every loader
 
 
 def test_hdf5_scenario_needs_a_robomimic_dataset(workflow_run):

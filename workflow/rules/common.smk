@@ -452,13 +452,15 @@ BENCH_NOT_SETTINGS = ("matrix", "ceiling_frames", "h264")
 
 def bench_scenarios(dataset):
     """The scenario names of the configured matrix that apply to `dataset`: lerobot_* loaders
-    only when config["bench"]["lerobot_python"] names an interpreter, robomimic_hdf5_* loaders
-    only for a robomimic source."""
+    only when config["bench"]["lerobot_python"] names an interpreter, robomimic_hdf5_* and
+    *_seq_* loaders only for a robomimic source."""
     names = expand_matrix(config["bench"]["matrix"])
     if not config["bench"].get("lerobot_python"):
         names = [n for n in names if not n.startswith("lerobot_")]
     if source_kind(dataset) != "robomimic":
-        names = [n for n in names if not n.startswith("robomimic_hdf5_")]
+        names = [
+            n for n in names if not n.startswith("robomimic_hdf5_") and "_seq_" not in n
+        ]
     return names
 
 

@@ -39,6 +39,15 @@ def plan_path(root: str | Path) -> Path:
     return path
 
 
+def hdf5_path(root: str | Path) -> str:
+    """The robomimic file of the converted dataset at ``root`` (from its plan).
+
+    Raises:
+        ValueError: there is no robomimic plan (see :func:`plan_path`).
+    """
+    return json.loads(plan_path(root).read_text(encoding="utf-8"))["hdf5"]
+
+
 def cache_mode_of(loader: str) -> str:
     """The cache mode of a ``robomimic_hdf5_<mode>`` loader name.
 

@@ -126,13 +126,19 @@ def run_scenario(
         ZeroSamplesError: nothing was measured.
         ValueError: an unsupported combination (a lerobot loader without
             ``settings.lerobot_python``, on a remote source or with cuda; robomimic_hdf5_*
-            on a dataset without a robomimic plan, a remote source or with cuda).
+            on a dataset without a robomimic plan, a remote source or with cuda; see
+            :func:`robopipe.bench.sequence_loaders.run_sequence` for ``*_seq_*``).
     """
     scenario = parse_scenario(scenario_name)
     root = Path(root)
     with PeakRss() as rss, source_url(scenario, dataset, root, settings) as (url, options):
         if scenario.loader.startswith("lerobot_"):
             measured = _run_lerobot(scenario, root, settings, url)
+        elif "_seq_" in scenario.loader:
+            from robopipe.bench.robomimic_loaders import hdf5_path
+            from robopipe.bench.sequence_loaders import run_sequence
+
+            measured = run_sequence(scenario, hdf5_path(root), settings)
         elif scenario.loader.startswith("robopipe_"):
             measured = _run_robopipe(scenario, dataset, url, options, settings, rank, world_size)
         elif scenario.loader.startswith("robomimic_hdf5_"):

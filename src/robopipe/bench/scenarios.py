@@ -16,6 +16,13 @@ LOADERS = (
     "robomimic_hdf5_none",
     "robomimic_hdf5_low_dim",
     "robomimic_hdf5_all",
+    # robomimic 0.3.0's SequenceDataset and robopipe's drop-in (robopipe.bench.sequence_loaders)
+    "robomimic_seq_none",
+    "robomimic_seq_low_dim",
+    "robomimic_seq_all",
+    "robopipe_seq_none",
+    "robopipe_seq_low_dim",
+    "robopipe_seq_all",
 )
 SOURCES = ("local", "http", "s3", "hf")
 DECODES = ("cpu", "cuda")

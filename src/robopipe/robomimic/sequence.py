@@ -75,6 +75,10 @@ class SequenceDataset(torch.utils.data.Dataset):
         filter_by_attribute: a ``mask/<name>`` list of demos to use (e.g. ``train``).
         load_next_obs: add ``next_obs`` (read from ``data/demo_N/next_obs``).
 
+    Attributes (as robomimic's): ``demos`` (sorted demo names), ``n_demos``,
+    ``total_num_sequences``, the arguments; and ``item_demos``, int64 (len(self),): the demo
+    (position in ``demos``) of every item.
+
     Raises:
         ValueError: bad argument values (as robomimic's asserts), or ``hdf5_normalize_obs``
             with an image key.
@@ -172,11 +176,11 @@ class SequenceDataset(torch.utils.data.Dataset):
                 f"frame_stack - 1 + seq_length unpadded; pad or shorten the windows",
                 episode=short,
             )
-        self._item_demo = np.repeat(np.arange(self.n_demos), counts)
+        self.item_demos = np.repeat(np.arange(self.n_demos), counts)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
         first = 0 if self.pad_frame_stack else self.n_frame_stack - 1
-        self._item_step = np.arange(len(self._item_demo)) - starts[self._item_demo] + first
-        self.total_num_sequences = len(self._item_demo)
+        self._item_step = np.arange(len(self.item_demos)) - starts[self.item_demos] + first
+        self.total_num_sequences = len(self.item_demos)
         # robomimic's window: steps -(frame_stack - 1) .. seq_length - 1 around the item step
         self._window = np.arange(-(self.n_frame_stack - 1), self.seq_length)
         end = self._lengths - (0 if self.pad_seq_length else self.seq_length - 1)
@@ -303,7 +307,7 @@ class SequenceDataset(torch.utils.data.Dataset):
         indices = np.asarray(indices, dtype=np.int64)
         if len(indices) and not (indices.min() >= 0 and indices.max() < len(self)):
             raise IndexError(f"item index outside [0, {len(self)})")
-        demo = self._item_demo[indices]
+        demo = self.item_demos[indices]
         steps = self._item_step[indices, None] + self._window  # (B, T) steps in the demo
         last = self._lengths[demo, None] - 1
         rows = np.clip(steps, 0, last)  # padding repeats the first / last step

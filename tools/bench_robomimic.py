@@ -1,0 +1,139 @@
+"""robopipe's SequenceDataset vs robomimic 0.3.0's, side by side in one run.
+
+    python tools/bench_robomimic.py [--hdf5 ../shared/datasets/robomimic_lift_low_dim/low_dim.hdf5]
+        [--batch-size 64] [--seq-length 10] [--workers 0 2] [--rounds 3] [--batches 40]
+        [--ram-seq-length 50]
+
+Throughput: for each cache mode and worker count, both datasets are built once (robomimic's
+arguments: every observation key, actions/rewards/dones, next_obs when the file has it), their
+first batch checked equal, then rounds alternate between them (robomimic first, then robopipe,
+``--rounds`` times); a round iterates a fresh shuffled DataLoader for ``--batches`` batches
+after 3 warm-up batches. Prints median samples/s and the ratio robopipe / robomimic.
+
+RAM: peak RSS (MiB, process tree, ``robopipe.bench.rss``) of a process that builds the
+``all``-mode dataset at ``--ram-seq-length`` on a generated image file (20 demos, two 84x84
+cameras, next_obs) and reads 10 batches, for each class, and of one that builds neither.
+
+On a shared machine wall-clock rates depend on the other load; alternating rounds spread it
+over both loaders, and the ratio is steadier than either rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+LIFT = REPO / ".." / "shared" / "datasets" / "robomimic_lift_low_dim" / "low_dim.hdf5"
+MODES = ("none", "low_dim", "all")
+
+
+def samples_per_s(dataset, batch_size: int, workers: int, batches: int, seed: int) -> float:
+    from robopipe.bench.sequence_loaders import batches as make_batches
+
+    iterator = make_batches(dataset, batch_size=batch_size, workers=workers, seed=seed,
+                            image_keys=[])()  # fmt: skip
+    for _ in range(3):
+        next(iterator)
+    start, samples = time.perf_counter(), 0
+    for _ in range(batches):
+        batch = next(iterator, None)
+        if batch is None:  # epoch end
+            iterator = make_batches(dataset, batch_size=batch_size, workers=workers,
+                                    seed=seed + 1, image_keys=[])()  # fmt: skip
+            batch = next(iterator)
+        samples += len(batch["index"])
+    return samples / (time.perf_counter() - start)
+
+
+def throughput(args) -> None:
+    import torch
+
+    from robopipe.bench.sequence_loaders import open_sequence_dataset
+
+    print(f"file {args.hdf5}, batch {args.batch_size}, seq_length {args.seq_length}")
+    print("mode      workers  robomimic samples/s  robopipe samples/s  ratio")
+    for mode in MODES:
+        theirs = open_sequence_dataset(f"robomimic_seq_{mode}", args.hdf5, args.seq_length)
+        ours = open_sequence_dataset(f"robopipe_seq_{mode}", args.hdf5, args.seq_length)
+        first = [next(iter(torch.utils.data.DataLoader(d, batch_size=8))) for d in (theirs, ours)]
+        assert len(theirs) == len(ours) and _equal(*first), f"{mode}: items differ"
+        for workers in args.workers:
+            rates = {"robomimic": [], "robopipe": []}
+            for r in range(args.rounds):
+                for name, dataset in (("robomimic", theirs), ("robopipe", ours)):
+                    rate = samples_per_s(dataset, args.batch_size, workers, args.batches, r)
+                    rates[name].append(rate)
+            a, b = (statistics.median(rates[k]) for k in ("robomimic", "robopipe"))
+            print(f"{mode:<9} {workers:>7}  {a:>19.0f}  {b:>18.0f}  {b / a:5.2f}", flush=True)
+        del theirs, ours
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, dict):
+        return list(a) == list(b) and all(_equal(a[k], b[k]) for k in a)
+    return a.dtype == b.dtype and bool((a == b).all())
+
+
+def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
+    """Build the loader's all-mode dataset (or nothing for ``baseline``), read 10 batches."""
+    import torch
+
+    from robopipe.bench.sequence_loaders import open_sequence_dataset
+
+    if loader != "baseline":
+        dataset = open_sequence_dataset(loader, hdf5, seq_length)
+        loader_ = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True)
+        for _, _batch in zip(range(10), loader_, strict=False):
+            pass
+
+
+def ram(args) -> None:
+    from robopipe.bench.rss import PeakRss
+    from robopipe.robomimic.generate import generate_robomimic
+
+    with tempfile.TemporaryDirectory() as tmp:
+        hdf5 = generate_robomimic(Path(tmp) / "gen.hdf5", demos=20, next_obs=True)
+        size = hdf5.stat().st_size / 2**20
+        print(f"\nall mode, seq_length {args.ram_seq_length}, generated file {size:.0f} MiB")
+        for loader in ("baseline", "robomimic_seq_all", "robopipe_seq_all"):
+            command = [sys.executable, __file__, "--ram-child", loader, str(hdf5),
+                       str(args.ram_seq_length)]  # fmt: skip
+            with PeakRss() as rss:
+                subprocess.run(command, check=True)
+            print(f"{loader:<18} peak RSS {rss.peak_mb:8.0f} MiB", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hdf5", type=Path, default=LIFT)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--seq-length", type=int, default=10)
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 2])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=40)
+    parser.add_argument("--ram-seq-length", type=int, default=50)
+    parser.add_argument("--ram-child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ram_child:
+        loader, hdf5, seq_length = args.ram_child
+        ram_child(loader, hdf5, int(seq_length))
+        return
+    if not args.hdf5.is_file():
+        sys.exit(f"skipped: {args.hdf5} is missing")
+    np.seterr(all="ignore")
+    throughput(args)
+    ram(args)
+    print(json.dumps({"note": "shared machine: rates are noisy; compare ratios"}))
+
+
+if __name__ == "__main__":
+    main()
