@@ -7,12 +7,14 @@
 Throughput: for each cache mode and worker count, both datasets are built once (robomimic's
 arguments: every observation key, actions/rewards/dones, next_obs when the file has it), their
 first batch checked equal, then rounds alternate between them (robomimic first, then robopipe,
-``--rounds`` times); a round iterates a fresh shuffled DataLoader for ``--batches`` batches
-after 3 warm-up batches. Prints median samples/s and the ratio robopipe / robomimic.
+``--rounds`` times); a round reads ``--batches`` batches from a DataLoader (shuffled epochs,
+persistent workers) that has already given 3 warm-up batches. Prints median samples/s and
+the ratio robopipe / robomimic.
 
 RAM: peak RSS (MiB, process tree, ``robopipe.bench.rss``) of a process that builds the
 ``all``-mode dataset at ``--ram-seq-length`` on a generated image file (20 demos, two 84x84
-cameras, next_obs) and reads 10 batches, for each class, and of one that builds neither.
+cameras, next_obs) and reads 100 items (batch size 1), for each class, and of one that builds
+neither (the baseline: this process and an interpreter with torch).
 
 On a shared machine wall-clock rates depend on the other load; alternating rounds spread it
 over both loaders, and the ratio is steadier than either rate.
@@ -36,20 +38,19 @@ LIFT = REPO / ".." / "shared" / "datasets" / "robomimic_lift_low_dim" / "low_dim
 MODES = ("none", "low_dim", "all")
 
 
-def samples_per_s(dataset, batch_size: int, workers: int, batches: int, seed: int) -> float:
-    from robopipe.bench.sequence_loaders import batches as make_batches
+def endless(dataset, batch_size: int, workers: int):
+    """Batches of one DataLoader (persistent workers) over shuffled epochs, without end."""
+    from robopipe.bench.sequence_loaders import batches
 
-    iterator = make_batches(dataset, batch_size=batch_size, workers=workers, seed=seed,
-                            image_keys=[])()  # fmt: skip
-    for _ in range(3):
-        next(iterator)
+    make_loader = batches(dataset, batch_size=batch_size, workers=workers, seed=0, image_keys=[])
+    while True:
+        yield from make_loader()
+
+
+def samples_per_s(batches, count: int) -> float:
+    """Samples per second over the next ``count`` batches."""
     start, samples = time.perf_counter(), 0
-    for _ in range(batches):
-        batch = next(iterator, None)
-        if batch is None:  # epoch end
-            iterator = make_batches(dataset, batch_size=batch_size, workers=workers,
-                                    seed=seed + 1, image_keys=[])()  # fmt: skip
-            batch = next(iterator)
+    for _, batch in zip(range(count), batches, strict=False):
         samples += len(batch["index"])
     return samples / (time.perf_counter() - start)
 
@@ -67,11 +68,17 @@ def throughput(args) -> None:
         first = [next(iter(torch.utils.data.DataLoader(d, batch_size=8))) for d in (theirs, ours)]
         assert len(theirs) == len(ours) and _equal(*first), f"{mode}: items differ"
         for workers in args.workers:
+            loaders = {
+                "robomimic": endless(theirs, args.batch_size, workers),
+                "robopipe": endless(ours, args.batch_size, workers),
+            }
             rates = {"robomimic": [], "robopipe": []}
-            for r in range(args.rounds):
-                for name, dataset in (("robomimic", theirs), ("robopipe", ours)):
-                    rate = samples_per_s(dataset, args.batch_size, workers, args.batches, r)
-                    rates[name].append(rate)
+            for batches in loaders.values():
+                samples_per_s(batches, 3)  # warm-up: workers started
+            for _ in range(args.rounds):
+                for name, batches in loaders.items():
+                    rates[name].append(samples_per_s(batches, args.batches))
+            del loaders
             a, b = (statistics.median(rates[k]) for k in ("robomimic", "robopipe"))
             print(f"{mode:<9} {workers:>7}  {a:>19.0f}  {b:>18.0f}  {b / a:5.2f}", flush=True)
         del theirs, ours
@@ -84,15 +91,16 @@ def _equal(a, b) -> bool:
 
 
 def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
-    """Build the loader's all-mode dataset (or nothing for ``baseline``), read 10 batches."""
+    """Build the loader's all-mode dataset (or nothing for ``baseline``), read 100 items
+    through a DataLoader, batch size 1 (the paper's cache-mode comparison)."""
     import torch
 
     from robopipe.bench.sequence_loaders import open_sequence_dataset
 
     if loader != "baseline":
         dataset = open_sequence_dataset(loader, hdf5, seq_length)
-        loader_ = torch.utils.data.DataLoader(dataset, batch_size=64, shuffle=True)
-        for _, _batch in zip(range(10), loader_, strict=False):
+        loader_ = torch.utils.data.DataLoader(dataset, batch_size=1, shuffle=True)
+        for _, _batch in zip(range(100), loader_, strict=False):
             pass
 
 
@@ -109,7 +117,10 @@ def ram(args) -> None:
                        str(args.ram_seq_length)]  # fmt: skip
             with PeakRss() as rss:
                 subprocess.run(command, check=True)
-            print(f"{loader:<18} peak RSS {rss.peak_mb:8.0f} MiB", flush=True)
+            if loader == "baseline":
+                baseline = rss.peak_mb
+            extra = rss.peak_mb - baseline
+            print(f"{loader:<18} peak RSS {rss.peak_mb:6.0f} MiB, {extra:6.0f} over baseline")
 
 
 def main() -> None:

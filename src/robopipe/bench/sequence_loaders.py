@@ -18,7 +18,7 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Sampler
 
 from robopipe.bench.measure import measure_latency, measure_throughput
 from robopipe.robomimic.sequence import SequenceDataset
@@ -95,20 +95,36 @@ def item_demos(dataset) -> np.ndarray:
     return np.array([position[dataset._index_to_demo_id[i]] for i in range(len(dataset))])
 
 
+class Permutation(Sampler):
+    """A new random permutation of ``range(size)`` each epoch, kept as ``order``."""
+
+    def __init__(self, size: int, seed: int) -> None:
+        self.size, self.rng, self.order = size, np.random.default_rng(seed), np.arange(size)
+
+    def __iter__(self):
+        self.order = self.rng.permutation(self.size)
+        return iter(self.order.tolist())
+
+    def __len__(self) -> int:
+        return self.size
+
+
 def batches(dataset, *, batch_size: int, workers: int, seed: int, image_keys: list[str]):
     """``make_loader()`` for :func:`~robopipe.bench.measure.measure_throughput`: each call a
-    fresh shuffled epoch of a DataLoader over ``dataset``, whose batches carry ``index`` and
-    ``episode_index`` (from the epoch's permutation) and ``obs/<camera>`` (B, T, H, W, C)
-    next to robomimic's batch under ``batch``."""
+    shuffled epoch of one DataLoader over ``dataset`` (persistent workers), whose batches
+    carry ``index`` and ``episode_index`` (from the epoch's permutation) and ``obs/<camera>``
+    (B, T, H, W, C) next to robomimic's batch under ``batch``."""
     demos = item_demos(dataset)
-    rng = np.random.default_rng(seed)
+    sampler = Permutation(len(dataset), seed)
+    loader = DataLoader(
+        dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
+        persistent_workers=workers > 0,
+    )  # fmt: skip
 
     def make_loader():
-        order = rng.permutation(len(dataset))
-        loader = DataLoader(
-            dataset, batch_size=batch_size, sampler=order.tolist(), num_workers=workers
-        )
-        for start, batch in zip(range(0, len(order), batch_size), loader, strict=True):
+        epoch = iter(loader)  # draws the epoch's permutation
+        order = sampler.order
+        for start, batch in zip(range(0, len(order), batch_size), epoch, strict=True):
             index = order[start : start + batch_size]
             yield {
                 "index": index,
