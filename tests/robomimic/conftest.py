@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from robopipe.conversion.serial import convert_dataset
@@ -47,3 +48,23 @@ def lift_hdf5(shared_datasets) -> Path:
     if not path.is_file():
         pytest.skip(f"{path} is absent")
     return path
+
+
+def _assert_same(expected, actual, where=""):
+    """Same nested keys in the same order; arrays (or tensors) of the same type, dtype, shape
+    and values."""
+    if isinstance(expected, dict):
+        assert list(actual) == list(expected), where
+        for key in expected:
+            _assert_same(expected[key], actual[key], f"{where}/{key}")
+        return
+    assert type(actual) is type(expected), where
+    assert (actual.dtype, actual.shape) == (expected.dtype, expected.shape), where
+    np.testing.assert_array_equal(np.asarray(actual), np.asarray(expected), err_msg=where)
+
+
+@pytest.fixture
+def assert_same():
+    """``assert_same(expected, actual, where="")``: two robomimic items or batches are equal
+    (nested keys, types, dtypes, shapes and values)."""
+    return _assert_same

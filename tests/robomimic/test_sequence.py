@@ -46,19 +46,7 @@ def robomimic_dataset(obs_keys, **kwargs):
         return dataset.SequenceDataset(obs_keys=obs_keys, **kwargs)
 
 
-def assert_same(expected, actual, where=""):
-    """Same nested keys; numpy arrays (or tensors) of the same dtype, shape and values."""
-    if isinstance(expected, dict):
-        assert list(actual) == list(expected), where
-        for key in expected:
-            assert_same(expected[key], actual[key], f"{where}/{key}")
-        return
-    assert type(actual) is type(expected), where
-    assert (actual.dtype, actual.shape) == (expected.dtype, expected.shape), where
-    np.testing.assert_array_equal(np.asarray(actual), np.asarray(expected), err_msg=where)
-
-
-def assert_parity(kwargs, obs_keys, step=1):
+def assert_parity(assert_same, kwargs, obs_keys, step=1):
     theirs = robomimic_dataset(obs_keys, **kwargs)
     ours = SequenceDataset(obs_keys=obs_keys, **kwargs)
     assert len(ours) == len(theirs), kwargs
@@ -68,7 +56,7 @@ def assert_parity(kwargs, obs_keys, step=1):
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_items_equal_robomimic_on_image_file(image_hdf5, mode):
+def test_items_equal_robomimic_on_image_file(image_hdf5, mode, assert_same):
     obs_keys = [*LOW_DIM, IMAGE]
     combos = itertools.product([1, 10], [1, 3], [True, False], [True, False], [None, "train"])
     for seq_length, frame_stack, pad_frame_stack, pad_seq_length, filter_key in combos:
@@ -79,24 +67,24 @@ def test_items_equal_robomimic_on_image_file(image_hdf5, mode):
             goal_mode="last" if seq_length == 10 else None, hdf5_cache_mode=mode,
             filter_by_attribute=filter_key,
         )  # fmt: skip
-        assert_parity(kwargs, obs_keys, step=3)
+        assert_parity(assert_same, kwargs, obs_keys, step=3)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_dataloader_batches_equal_robomimic(image_hdf5, mode):
+def test_dataloader_batches_equal_robomimic(image_hdf5, mode, assert_same):
     """Batches through the DataLoader (our batched __getitems__ path) equal robomimic's."""
     kwargs = dict(
         hdf5_path=image_hdf5, dataset_keys=DATASET_KEYS, seq_length=50, frame_stack=2,
         get_pad_mask=True, hdf5_cache_mode=mode, goal_mode="last",
     )  # fmt: skip
-    theirs, ours = assert_parity(kwargs, [IMAGE, *LOW_DIM], step=7)
+    theirs, ours = assert_parity(assert_same, kwargs, [IMAGE, *LOW_DIM], step=7)
     batches = zip(DataLoader(theirs, batch_size=7), DataLoader(ours, batch_size=7), strict=True)
     for expected, actual in batches:
         assert_same(expected, actual)
 
 
 @pytest.mark.parametrize("mode", MODES)
-def test_items_equal_robomimic_on_lift(lift_hdf5, mode):
+def test_items_equal_robomimic_on_lift(lift_hdf5, mode, assert_same):
     # Lift demos are shorter than 50 steps: seq_length 50 needs pad_seq_length
     for seq_length, pad_seq_length in [(1, True), (10, True), (10, False), (50, True)]:
         kwargs = dict(
@@ -104,17 +92,17 @@ def test_items_equal_robomimic_on_lift(lift_hdf5, mode):
             pad_seq_length=pad_seq_length, hdf5_cache_mode=mode, load_next_obs=False,
             get_pad_mask=True,
         )  # fmt: skip
-        theirs, ours = assert_parity(kwargs, ["state"], step=211)
+        theirs, ours = assert_parity(assert_same, kwargs, ["state"], step=211)
         if seq_length == 10:  # robomimic's figures on Lift (issue 15)
             assert len(ours) == {True: 10167, False: 10167 - 9 * 200}[pad_seq_length]
 
 
-def test_normalization_equals_robomimic(image_hdf5):
+def test_normalization_equals_robomimic(image_hdf5, assert_same):
     kwargs = dict(
         hdf5_path=image_hdf5, dataset_keys=["actions"], hdf5_cache_mode="low_dim",
         hdf5_normalize_obs=True,
     )  # fmt: skip
-    theirs, ours = assert_parity(kwargs, LOW_DIM, step=5)
+    theirs, ours = assert_parity(assert_same, kwargs, LOW_DIM, step=5)
     assert_same(theirs.get_obs_normalization_stats(), ours.get_obs_normalization_stats())
     assert ours.get_dataset_sampler() is None
 
