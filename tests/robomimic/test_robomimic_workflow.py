@@ -56,6 +56,7 @@ SEQ4 = {"seq4": {key: [0, 0.05, 0.1, 0.15] for key in ("cameras", "observation.s
     [("robomimic_hdf5_none", "single", 2), ("robomimic_hdf5_low_dim", "seq4", 8),
      ("robomimic_hdf5_all", "sarm", 16), ("robopipe_map", "seq4", 8),
      ("robopipe_seq_all", "seq4", 8), ("robopipe_seq_none", "single", 2),
+     ("robopipe_seq_lru", "seq4", 8), ("robopipe_seq_compressed", "single", 2),
      ("robomimic_seq_low_dim", "seq4", 8)],
 )  # fmt: skip
 def test_bench_scenarios(workflow_run, monkeypatch, loader, mode, frames_per_sample):

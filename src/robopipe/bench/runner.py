@@ -56,6 +56,7 @@ class Settings:
         seed: shuffling seed.
         windows: extra frame modes, name -> {key (or ``cameras``): deltas in seconds}.
         lerobot_python: interpreter with lerobot 0.6.1 for ``lerobot_*`` loaders, or None.
+        robomimic_lru_mb: MiB of demos the ``robopipe_seq_lru`` loader's LRU cache holds.
         sources: remote URL templates per source (``{dataset}`` is replaced), for example
             ``{"s3": "s3://bucket/{dataset}", "hf": "hf://datasets/me/{dataset}"}``; an
             ``http`` or ``s3`` source without one is served from the local copy on 127.0.0.1.
@@ -74,6 +75,7 @@ class Settings:
     seed: int = 0
     windows: dict = field(default_factory=dict)
     lerobot_python: str | None = None
+    robomimic_lru_mb: float = 256.0
     sources: dict = field(default_factory=dict)
     storage_options: dict = field(default_factory=dict)
 

@@ -23,6 +23,8 @@ LOADERS = (
     "robopipe_seq_none",
     "robopipe_seq_low_dim",
     "robopipe_seq_all",
+    "robopipe_seq_lru",
+    "robopipe_seq_compressed",
 )
 SOURCES = ("local", "http", "s3", "hf")
 DECODES = ("cpu", "cuda")

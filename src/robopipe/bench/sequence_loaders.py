@@ -4,8 +4,10 @@ Scenario loaders ``robomimic_seq_<mode>`` run robomimic 0.3.0's own class (insta
 ``pip install --no-deps robomimic==0.3.0 termcolor``; ``tools/install.sh --test`` does it),
 ``robopipe_seq_<mode>`` :class:`robopipe.robomimic.SequenceDataset`, on the dataset's
 robomimic file (its plan, :func:`robopipe.bench.robomimic_loaders.plan_path`), with
-``hdf5_cache_mode`` ``<mode>`` (``none`` is robomimic's None). Both get the same arguments:
-every observation key of the file, ``actions``/``rewards``/``dones``, ``load_next_obs`` when
+``hdf5_cache_mode`` ``<mode>`` (``none`` is robomimic's None); ``robopipe_seq_lru`` and
+``robopipe_seq_compressed`` run the paper's caches (:mod:`robopipe.robomimic.strategies`;
+its LRU cache holds the ``robomimic_lru_mb`` setting). All get the same arguments: every
+observation key of the file, ``actions``/``rewards``/``dones``, ``load_next_obs`` when
 the file has ``next_obs``, and a sequence length from the scenario's frame mode: ``single`` is
 1, ``seq<N>`` is N (e.g. ``robomimic_seq_all_local_seq10_cpu_w2_n1``).
 """
@@ -22,10 +24,15 @@ from torch.utils.data import DataLoader, Sampler
 
 from robopipe.bench.measure import measure_latency, measure_throughput
 from robopipe.robomimic.sequence import SequenceDataset
+from robopipe.robomimic.strategies import CompressedSequenceDataset, LruSequenceDataset
 
 KINDS = ("robomimic_seq_", "robopipe_seq_")
 MODES = ("none", "low_dim", "all")
-LOADERS = tuple(kind + mode for kind in KINDS for mode in MODES)
+STRATEGIES = ("lru", "compressed")  # robopipe.robomimic.strategies, robopipe only
+LOADERS = (
+    *(kind + mode for kind in KINDS for mode in MODES),
+    *("robopipe_seq_" + strategy for strategy in STRATEGIES),
+)
 DATASET_KEYS = ("actions", "rewards", "dones")
 
 
@@ -54,7 +61,8 @@ def file_keys(hdf5: str | Path) -> tuple[list[str], list[str], bool]:
 
 def open_sequence_dataset(loader: str, hdf5: str | Path, seq_length: int, **kwargs):
     """The ``robomimic_seq_<mode>`` or ``robopipe_seq_<mode>`` dataset of ``hdf5`` (arguments
-    in the module docstring; ``kwargs`` override them, e.g. ``load_next_obs``).
+    in the module docstring; ``kwargs`` override them, e.g. ``load_next_obs``;
+    ``cache_size_mb`` is used by ``robopipe_seq_lru`` only).
 
     Raises:
         ValueError: an unknown loader, or robomimic 0.3.0 is not installed.
@@ -68,10 +76,15 @@ def open_sequence_dataset(loader: str, hdf5: str | Path, seq_length: int, **kwar
         obs_keys=low_dim + images,
         dataset_keys=DATASET_KEYS,
         seq_length=seq_length,
-        hdf5_cache_mode=None if mode == "none" else mode,
         load_next_obs=next_obs,
     )
     arguments.update(kwargs)
+    cache_size_mb = arguments.pop("cache_size_mb", None)
+    if mode == "lru":
+        return LruSequenceDataset(**arguments, cache_size_mb=cache_size_mb or 256)
+    if mode == "compressed":
+        return CompressedSequenceDataset(**arguments)
+    arguments.setdefault("hdf5_cache_mode", None if mode == "none" else mode)
     if loader.startswith("robopipe_"):
         return SequenceDataset(**arguments)
     try:
@@ -147,7 +160,9 @@ def run_sequence(scenario, hdf5: str | Path, settings) -> dict:
     """
     if scenario.decode != "cpu" or scenario.source != "local" or scenario.nodes != 1:
         raise ValueError(f"{scenario.name}: robomimic loaders read a local file, cpu, one node")
-    dataset = open_sequence_dataset(scenario.loader, hdf5, seq_length_of(scenario.mode))
+    dataset = open_sequence_dataset(
+        scenario.loader, hdf5, seq_length_of(scenario.mode), cache_size_mb=settings.robomimic_lru_mb
+    )
     image_keys = file_keys(hdf5)[1]
     measured = measure_throughput(
         batches(
