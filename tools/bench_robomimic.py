@@ -11,10 +11,12 @@ first batch checked equal, then rounds alternate between them (robomimic first, 
 persistent workers) that has already given 3 warm-up batches. Prints median samples/s and
 the ratio robopipe / robomimic.
 
-RAM: peak RSS (MiB, process tree, ``robopipe.bench.rss``) of a process that builds the
-``all``-mode dataset at ``--ram-seq-length`` on a generated image file (20 demos, two 84x84
-cameras, next_obs) and reads 100 items (batch size 1), for each class, and of one that builds
-neither (the baseline: this process and an interpreter with torch).
+RAM (the paper's cache-mode comparison): peak RSS (MiB, process tree,
+``robopipe.bench.rss``) and samples/s of a process that builds a dataset at
+``--ram-seq-length`` on a generated image file (20 demos, two 84x84 cameras, next_obs) and
+reads 100 items (batch size 1), for robomimic's and robopipe's three cache modes and the
+paper's LRU (256 MiB) and compressed caches, and of one that builds none (the baseline: this
+process and an interpreter with torch).
 
 On a shared machine wall-clock rates depend on the other load; alternating rounds spread it
 over both loaders, and the ratio is steadier than either rate.
@@ -36,6 +38,12 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 LIFT = REPO / ".." / "shared" / "datasets" / "robomimic_lift_low_dim" / "low_dim.hdf5"
 MODES = ("none", "low_dim", "all")
+RAM_LOADERS = (
+    "baseline",
+    *(f"{kind}_seq_{mode}" for kind in ("robomimic", "robopipe") for mode in MODES),
+    "robopipe_seq_lru",
+    "robopipe_seq_compressed",
+)
 
 
 def endless(dataset, batch_size: int, workers: int):
@@ -91,17 +99,22 @@ def _equal(a, b) -> bool:
 
 
 def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
-    """Build the loader's all-mode dataset (or nothing for ``baseline``), read 100 items
-    through a DataLoader, batch size 1 (the paper's cache-mode comparison)."""
+    """Build the loader's dataset (or nothing for ``baseline``), read 100 items through a
+    DataLoader, batch size 1; print the items' samples/s as JSON."""
     import torch
 
     from robopipe.bench.sequence_loaders import open_sequence_dataset
 
+    rate = None
     if loader != "baseline":
         dataset = open_sequence_dataset(loader, hdf5, seq_length)
-        loader_ = torch.utils.data.DataLoader(dataset, batch_size=1, shuffle=True)
-        for _, _batch in zip(range(100), loader_, strict=False):
+        batches = iter(torch.utils.data.DataLoader(dataset, batch_size=1, shuffle=True))
+        next(batches)
+        start = time.perf_counter()
+        for _, _batch in zip(range(100), batches, strict=False):
             pass
+        rate = 100 / (time.perf_counter() - start)
+    print(json.dumps({"samples_per_s": rate}))
 
 
 def ram(args) -> None:
@@ -111,16 +124,19 @@ def ram(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         hdf5 = generate_robomimic(Path(tmp) / "gen.hdf5", demos=20, next_obs=True)
         size = hdf5.stat().st_size / 2**20
-        print(f"\nall mode, seq_length {args.ram_seq_length}, generated file {size:.0f} MiB")
-        for loader in ("baseline", "robomimic_seq_all", "robopipe_seq_all"):
+        print(f"\nseq_length {args.ram_seq_length}, batch size 1, generated file {size:.0f} MiB")
+        print("loader                   peak RSS MiB  over baseline  samples/s")
+        for loader in RAM_LOADERS:
             command = [sys.executable, __file__, "--ram-child", loader, str(hdf5),
                        str(args.ram_seq_length)]  # fmt: skip
             with PeakRss() as rss:
-                subprocess.run(command, check=True)
+                out = subprocess.run(command, check=True, capture_output=True, text=True)
+            rate = json.loads(out.stdout.strip().splitlines()[-1])["samples_per_s"]
             if loader == "baseline":
                 baseline = rss.peak_mb
             extra = rss.peak_mb - baseline
-            print(f"{loader:<18} peak RSS {rss.peak_mb:6.0f} MiB, {extra:6.0f} over baseline")
+            rate = "" if rate is None else f"{rate:9.0f}"
+            print(f"{loader:<24} {rss.peak_mb:12.0f}  {extra:13.0f}  {rate}", flush=True)
 
 
 def main() -> None:
