@@ -1,12 +1,13 @@
-"""A map-style loader reading a robomimic HDF5 file directly, with robomimic's cache modes.
+"""A map-style loader reading a robomimic HDF5 file directly, with robomimic's cache modes,
+giving LeRobot-style items (robomimic's own items: :mod:`robopipe.robomimic.sequence`).
 
 It mirrors robomimic's ``SequenceDataset`` (``robomimic/utils/dataset.py``):
 
 - ``hdf5_cache_mode``: ``none`` reads every item from the file; ``low_dim`` holds the
   non-image data (low-dimensional observations, actions, rewards, dones) in RAM and reads
-  images from the file; ``all`` holds everything in RAM. (robomimic's ``all`` also caches
-  every item, images converted to float32, ~8x the uint8 size; here images stay uint8 in RAM
-  and ``image_dtype="float32"`` converts per item.)
+  images from the file; ``all`` holds everything in RAM. (robomimic 0.3.0's ``all`` also
+  stores every item, a ``seq_length`` window per index, images uint8; here the arrays are
+  held once, uint8, and ``image_dtype="float32"`` converts per item.)
 - ``seq_length``: an item at step ``t`` holds steps ``t .. t+seq_length-1`` of every feature;
   steps past the demo's end repeat its last step (``pad_seq_length=True``), so there is one
   item per step.
