@@ -9,10 +9,12 @@ X MiB apparent size (no disk used), to count the video files of a dataset of rea
 
 Then, timed: ``snakemake -n --quiet rules`` of the real Snakefile with a config naming the
 dataset (the conversion target by default), as a whole process (interpreter start included).
-Prints the wall time and the jobs per rule. Usage::
+Prints the wall time and the jobs per rule. With ``--slurm``, the dry run uses the SLURM profile
+(``--executor slurm --workflow-profile workflow/profiles/slurm``) and also prints how many
+``sbatch`` calls the run would make: one per group job, one per job outside a group. Usage::
 
     python tools/plan_dry_run.py [--episodes 30000] [--cameras 3] [--episodes-per-shard 100]
-        [--video-mb X] [--target convert] [--work DIR]
+        [--video-mb X] [--target convert] [--slurm] [--work DIR]
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from robopipe.layout import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
+SLURM_PROFILE = "workflow/profiles/slurm"
 MIB = 1024 * 1024
 
 
@@ -90,8 +93,11 @@ def make_big_dataset(
     return big
 
 
-def time_dry_run(source: Path, work: Path, *, episodes_per_shard: int, target: str) -> dict:
-    """Run and time ``snakemake -n`` on ``source``; returns wall seconds and jobs per rule."""
+def time_dry_run(
+    source: Path, work: Path, *, episodes_per_shard: int, target: str, slurm: bool = False
+) -> dict:
+    """Run and time ``snakemake -n`` on ``source``; returns wall seconds, jobs per rule and,
+    with ``slurm``, the ``sbatch`` calls of the SLURM profile (group jobs + ungrouped jobs)."""
     config = work / "config.yaml"
     conversion = {"episodes_per_shard": episodes_per_shard}
     config.write_text(
@@ -99,17 +105,26 @@ def time_dry_run(source: Path, work: Path, *, episodes_per_shard: int, target: s
     )
     command = [
         sys.executable, "-m", "snakemake", target, "-s", str(REPO / "workflow" / "Snakefile"),
-        "-d", str(work / "run"), "-n", "--quiet", "rules",
+        "-d", str(work / "run"), "-n",
         # -d makes the Snakefile's own `configfile:` path relative to the run folder: load it here
         "--configfile", str(REPO / "config" / "config.yaml"), str(config),
     ]  # fmt: skip
+    if slurm:  # every job is printed: group jobs, and jobs outside groups at column 0
+        command += ["--executor", "slurm", "--workflow-profile", str(REPO / SLURM_PROFILE)]
+    else:
+        command += ["--quiet", "rules"]
     start = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True)
     wall_s = time.perf_counter() - start
     if result.returncode != 0:
         sys.exit(f"snakemake -n failed:\n{result.stdout}\n{result.stderr}")
     jobs = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.M)}
-    return {"wall_s": wall_s, "jobs": jobs}
+    out = {"wall_s": wall_s, "jobs": jobs}
+    if slurm:
+        out["sbatch"] = len(re.findall(r"\] Group job \S+ \(", result.stdout)) + len(
+            re.findall(r"^(?:rule|checkpoint) \w+:$", result.stdout, re.M)
+        )
+    return out
 
 
 def _data(index: int, chunk: int) -> str:
@@ -141,6 +156,7 @@ def main() -> None:
     parser.add_argument("--episodes-per-shard", type=int, default=100)
     parser.add_argument("--video-mb", type=float, default=None, help="sparse mp4s of this size")
     parser.add_argument("--target", default="convert")
+    parser.add_argument("--slurm", action="store_true", help="count sbatch calls (SLURM profile)")
     parser.add_argument("--work", type=Path, default=None, help="kept; default: a temp dir")
     args = parser.parse_args()
 
@@ -155,12 +171,16 @@ def main() -> None:
         print(f"generated {args.episodes} episodes x {args.cameras} cameras in "
               f"{time.perf_counter() - start:.1f} s: {source}")  # fmt: skip
         result = time_dry_run(
-            source, work, episodes_per_shard=args.episodes_per_shard, target=args.target
-        )
+            source, work, episodes_per_shard=args.episodes_per_shard, target=args.target,
+            slurm=args.slurm,
+        )  # fmt: skip
     print(f"snakemake -n ({args.target}, episodes_per_shard={args.episodes_per_shard}, "
           f"cpus={os.cpu_count()}): {result['wall_s']:.1f} s wall")  # fmt: skip
     for rule, count in result["jobs"].items():
         print(f"  {rule:<16} {count:>7}")
+    if args.slurm:
+        print(f"sbatch calls ({SLURM_PROFILE}, group jobs and jobs outside groups): "
+              f"{result['sbatch']}")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A real single-machine SLURM cluster (Debian's slurm-wlm + munge) for tests and CI.
 #
-#   tools/slurm_local.sh start   [--nodes 1|2] [--state-dir DIR]
+#   tools/slurm_local.sh start   [--nodes 1|2] [--cpus N] [--mem-mb MB] [--state-dir DIR]
 #   tools/slurm_local.sh stop    [--state-dir DIR]
 #   tools/slurm_local.sh status  [--state-dir DIR]
 #   tools/slurm_local.sh install
@@ -9,8 +9,12 @@
 # start: installs munge slurm-client slurmctld slurmd when missing (needs root and apt), writes
 #   /etc/slurm/slurm.conf, starts munged, slurmctld and one slurmd per simulated node (n1, n2; both
 #   on 127.0.0.1, distinct ports), waits until the nodes are idle and smoke-tests `srun -N1`.
+#   Each node declares --cpus CPUs (default 4) and --mem-mb MB (default 80% of RAM, at least
+#   8000), whatever the machine has (SlurmdParameters=config_overrides), so that jobs sized for
+#   real nodes (the default benchmark matrix asks up to 3 CPUs and 4000 MB per node) run here.
 #   Running it again while the cluster is up is fine. No accounting daemon: run snakemake with
 #   `--slurm-status-command squeue` (MinJobAge=300 keeps finished jobs visible to squeue).
+# Run as root, or as a user with sudo: the script then runs itself through sudo.
 # install: only the package step of start (for CI images).
 # stop: ends only the daemons this script started (pid files in the state dir); idempotent.
 # Exit status: 0 ok, 1 failure, 2 usage, 3 cannot run here (not root / no apt / foreign config).
@@ -18,6 +22,8 @@ set -euo pipefail
 
 STATE_DIR="${XDG_RUNTIME_DIR:-/tmp}/robopipe-slurm"
 NODES=2
+CPUS=4
+MEM_MB=""
 CONF=/etc/slurm/slurm.conf
 MARKER="# written by robopipe tools/slurm_local.sh"
 PACKAGES=(munge slurm-client slurmctld slurmd)
@@ -37,11 +43,15 @@ parse_args() {
     while [[ $# -gt 0 ]]; do
         case $1 in
             --nodes) NODES=${2:?}; shift 2 ;;
+            --cpus) CPUS=${2:?}; shift 2 ;;
+            --mem-mb) MEM_MB=${2:?}; shift 2 ;;
             --state-dir) STATE_DIR=${2:?}; shift 2 ;;
             *) usage ;;
         esac
     done
     [[ $NODES == 1 || $NODES == 2 ]] || die 2 "--nodes must be 1 or 2"
+    [[ $CPUS =~ ^[1-9][0-9]*$ ]] || die 2 "--cpus must be a positive integer"
+    [[ -z $MEM_MB || $MEM_MB =~ ^[1-9][0-9]*$ ]] || die 2 "--mem-mb must be a positive integer"
     case $ACTION in start | stop | status | install) ;; *) usage ;; esac
 }
 
@@ -82,13 +92,15 @@ install_packages() {
     [[ $rc -eq 0 ]] || die 3 "could not install ${missing[*]} (see $STATE_DIR/apt.log)"
 }
 
+# Writes the configuration to $CONF.new (cmd_start moves it into place).
 write_conf() {
     if [[ -e $CONF ]] && ! grep -qF "$MARKER" "$CONF"; then
         die 3 "$CONF exists and was not written by this script; refusing to replace it"
     fi
-    local mem_mb port=6818 name
-    # RealMemory: about 80% of the machine's RAM, in MB (each simulated node sees all of it).
-    mem_mb=$(awk '/^MemTotal:/ {printf "%d", $2 * 0.8 / 1024}' /proc/meminfo)
+    local mem_mb=$MEM_MB port=6818 name
+    # RealMemory: about 80% of the machine's RAM, at least 8000 MB (each simulated node sees
+    # all of it; nothing enforces it here, as there are no cgroups).
+    [[ -n $mem_mb ]] || mem_mb=$(awk '/^MemTotal:/ {m = $2 * 0.8 / 1024; if (m < 8000) m = 8000; printf "%d", m}' /proc/meminfo)
     mkdir -p /etc/slurm "$STATE_DIR/ctld"
     {
         echo "$MARKER (state dir $STATE_DIR)"
@@ -115,12 +127,11 @@ SlurmdSpoolDir=$STATE_DIR/spool/%n
 SlurmdLogFile=$STATE_DIR/slurmd-%n.log
 EOF
         for name in $(node_names); do
-            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port CPUs=2 RealMemory=$mem_mb State=UNKNOWN"
+            echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=$port CPUs=$CPUS RealMemory=$mem_mb State=UNKNOWN"
             port=$((port + 2))
         done
         echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP"
-    } >"$CONF.tmp"
-    mv "$CONF.tmp" "$CONF"
+    } >"$CONF.new"
 }
 
 start_munged() {
@@ -166,16 +177,15 @@ wait_idle() {
 }
 
 cmd_start() {
-    [[ $(id -u) -eq 0 ]] || die 3 "must run as root (installs packages, writes $CONF)"
     mkdir -p "$STATE_DIR"
     install_packages
-    # A running cluster with another node count is restarted with the new one.
-    if [[ -e $CONF ]] && grep -qF "$MARKER" "$CONF" && live_pid "$STATE_DIR/slurmctld.pid" >/dev/null \
-        && [[ $(grep -c '^NodeName=' "$CONF") != "$NODES" ]]; then
-        cmd_stop
-        mkdir -p "$STATE_DIR"
-    fi
     write_conf
+    # A running cluster with other nodes (count, CPUs, memory) is restarted with the new ones.
+    if [[ -e $CONF ]] && ! cmp -s "$CONF" "$CONF.new" && live_pid "$STATE_DIR/slurmctld.pid" >/dev/null; then
+        cmd_stop
+        mkdir -p "$STATE_DIR/ctld"
+    fi
+    mv "$CONF.new" "$CONF"
     start_munged
     start_slurm
     wait_idle
@@ -197,7 +207,6 @@ stop_pid_file() {
 }
 
 cmd_install() {
-    [[ $(id -u) -eq 0 ]] || die 3 "must run as root (installs packages)"
     mkdir -p "$STATE_DIR"
     install_packages
 }
@@ -226,5 +235,14 @@ cmd_status() {
     return $ok
 }
 
+# Root, or through sudo (the same arguments and state dir); status needs no root.
+as_root() {
+    [[ $(id -u) -eq 0 || $ACTION == status ]] && return 0
+    command -v sudo >/dev/null || die 3 "must run as root (installs packages, writes $CONF); sudo not found"
+    exec sudo -- bash "$0" "$ACTION" --nodes "$NODES" --cpus "$CPUS" ${MEM_MB:+--mem-mb "$MEM_MB"} \
+        --state-dir "$STATE_DIR"
+}
+
 parse_args "$@"
+as_root
 "cmd_$ACTION"

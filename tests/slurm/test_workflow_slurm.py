@@ -1,5 +1,5 @@
 """The workflow on a real SLURM cluster: same output as a local run, a cancelled job retried,
-resources in the dry run, and one 1-node and one 2-node benchmark scenario."""
+resources and groups in the dry run, and one 1-node and one 2-node benchmark scenario."""
 
 import json
 import re
@@ -14,6 +14,8 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 # 8 episodes in 2 shards of 4; 1 data file and 1 file per camera: 9 jobs besides `all`.
 CONVERSION = {"episodes_per_shard": 4}
+# Convert as a large dataset: group jobs of shards, of aggregates, and meta-validate-publish.
+SPREAD = {"one_job_episodes": 0}
 
 
 # Two quick scenarios: 1 node, and 2 nodes (one rank each); steady window of 2 s.
@@ -34,8 +36,12 @@ BENCH = {
 }
 
 
-def _config(source):
-    return {"datasets": {"ds": {"path": str(source), "conversion": CONVERSION}}, "bench": BENCH}
+def _config(source, **extra):
+    return {
+        "datasets": {"ds": {"path": str(source), "conversion": CONVERSION}},
+        "bench": BENCH,
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -56,12 +62,12 @@ def test_slurm_run_publishes_the_same_bytes_as_a_local_run(
 ):
     run_snakemake(tmp_path, _config(source), *slurm_args, "convert")
     assert file_tree(tmp_path / "results/ds/v3.0") == local_output
-    # each shard really ran as a SLURM job: its log is in the plugin's log folder
-    logs = list((tmp_path / ".snakemake/slurm_logs/rule_shard").rglob("*.log"))
-    assert len(logs) == 2
+    # a small dataset converts in one SLURM job (group convert_ds): one log in the plugin's folder
+    logs = list((tmp_path / ".snakemake/slurm_logs").rglob("*.log"))
+    assert [log.parent.name.startswith("group_convert_ds") for log in logs] == [True]
 
 
-def test_a_cancelled_shard_job_is_retried_and_the_output_is_unchanged(
+def test_a_cancelled_group_job_is_retried_and_the_output_is_unchanged(
     slurm_cluster, source, local_output, tmp_path, snakemake_cmd, slurm_args, file_tree
 ):
     command = snakemake_cmd(tmp_path, _config(source), *slurm_args, "--retries", "1", "convert")
@@ -69,24 +75,26 @@ def test_a_cancelled_shard_job_is_retried_and_the_output_is_unchanged(
     with log.open("w") as out:
         run = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
         try:
-            cancelled = _cancel_a_running_shard_job(tmp_path, timeout_s=300)
+            _cancel_the_running_group_job(tmp_path, timeout_s=300)
             assert run.wait(timeout=600) == 0, log.read_text()
         finally:
             if run.poll() is None:
                 run.terminate()
     assert file_tree(tmp_path / "results/ds/v3.0") == local_output
     output = log.read_text()
-    assert f"SLURM-job '{cancelled}' failed, SLURM status is: 'CANCELLED'" in output
-    # 2 shards, one of them submitted again
-    assert len(re.findall(r"submitted with SLURM jobid \d+ \(log: \S+/rule_shard/", output)) == 3
+    assert "Error in group convert_ds" in output
+    # the conversion's one group job, submitted again once
+    assert (
+        len(re.findall(r"submitted with SLURM jobid \d+ \(log: \S+/group_convert_ds", output)) == 2
+    )
 
 
-def _cancel_a_running_shard_job(workdir: Path, timeout_s: float) -> str:
-    """scancel the first shard job that runs (its SLURM log exists); returns its job id."""
-    logs = workdir / ".snakemake/slurm_logs/rule_shard"
+def _cancel_the_running_group_job(workdir: Path, timeout_s: float) -> str:
+    """scancel the conversion's group job once it runs (its SLURM log exists); returns its id."""
+    logs = workdir / ".snakemake/slurm_logs"
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        for job_log in logs.glob("*/*.log"):
+        for job_log in logs.glob("group_convert_ds*/*.log"):
             job_id = job_log.stem
             state = subprocess.run(
                 ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True
@@ -95,15 +103,16 @@ def _cancel_a_running_shard_job(workdir: Path, timeout_s: float) -> str:
                 subprocess.run(["scancel", job_id], check=True)
                 return job_id
         time.sleep(0.2)
-    raise AssertionError(f"no shard job ran within {timeout_s} s")
+    raise AssertionError(f"no group job ran within {timeout_s} s")
 
 
-def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
-    source, tmp_path, run_snakemake, slurm_profile
+@pytest.mark.parametrize("slurm", [{}, SPREAD], ids=["one_job", "spread"])
+def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources_and_group(
+    source, tmp_path, run_snakemake, slurm_profile, slurm
 ):
     result = run_snakemake(
         tmp_path,
-        _config(source),
+        _config(source, slurm=slurm),
         "--executor",
         "slurm",
         "--workflow-profile",
@@ -111,22 +120,23 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
         "-n",
     )
     profile = yaml.safe_load((slurm_profile / "config.yaml").read_text())["set-resources"]
-    jobs = [
-        (rule, dict(re.findall(r"^    (\w+): (.*)$", body, re.M)))
-        for rule, body in re.findall(
-            r"^(?:rule|checkpoint) (\w+):\n((?:    .*\n)+)", result.stdout, re.M
-        )
-    ]
+    # a job of a group job is printed indented under "Group job NAME"
+    groups, group = {}, None
+    jobs = []
+    for line in result.stdout.splitlines():
+        if match := re.search(r"\] Group job (\S+) \(", line):
+            group = match.group(1)
+        elif match := re.match(r"^( {4})?(?:rule|checkpoint) (\w+):$", line):
+            rule = match.group(2)
+            jobs.append((rule, {}))
+            groups[rule] = group if match.group(1) else None
+        elif (match := re.match(r"^\s+(\w+): (.*)$", line)) and jobs:
+            jobs[-1][1].setdefault(match.group(1), match.group(2))
     seen = {rule for rule, _ in jobs}
     convert_rules = {
-        "source_check",
-        "plan",
-        "shard",
-        "aggregate_data",
-        "aggregate_video",
-        "meta",
-        "validate",
-    }
+        "source_check", "plan", "shard", "aggregate_data", "aggregate_video", "validate_data",
+        "validate_video", "meta", "validate",
+    }  # fmt: skip
     assert convert_rules | {"publish", "bench_scenario"} <= seen
     assert sum(rule == "shard" for rule, _ in jobs) == 2
     for rule, fields in jobs:
@@ -139,6 +149,16 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources(
             assert (resources["nodes"], resources["tasks"]) == (nodes, nodes)
             assert resources["mpi"] == ("srun" if nodes == "2" else "")
             assert (resources["cpus_per_task"], resources["gres"]) == ("1", "")
+    if slurm:
+        assert {rule: groups[rule] for rule in convert_rules | {"publish"}} == {
+            "source_check": None, "plan": None, "shard": "shards", "aggregate_data": "aggregates",
+            "aggregate_video": "aggregates", "validate_data": "aggregates",
+            "validate_video": "aggregates", "meta": "finish", "validate": "finish",
+            "publish": "finish",
+        }  # fmt: skip
+    else:
+        assert {groups[rule] for rule in convert_rules | {"publish"}} == {"convert_ds"}
+    assert groups["bench_scenario"] is None
 
 
 def test_one_and_two_node_benchmark_scenarios_under_slurm(

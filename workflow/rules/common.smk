@@ -181,6 +181,72 @@ def plan_of(name):
     return load_plan(checkpoints.plan.get(dataset=name).output.plan)
 
 
+# SLURM job groups (local runs ignore groups): a job's fixed cost on a cluster (scheduling,
+# and Snakemake starting inside the job) is paid once per group job. A small dataset's jobs
+# form one group job per stage; a stage ends at a checkpoint whose result the next stage's jobs
+# need (robomimic_plan: the batches; plan, for a source made by a rule: the shards).
+SMALL_DATASET_STAGES = {
+    "demo": "source",
+    "fetch": "source",
+    "robomimic_generate": "source",
+    "robomimic_plan": "source",
+    "robomimic_batch": "robomimic",
+    "robomimic_v21": "robomimic",
+}
+# A large one spreads over the cluster: shards, and final files with their validation, in
+# group jobs of the profile's `group-components`, then meta, validate and publish in one.
+LARGE_DATASET_GROUPS = {
+    "shard": "shards",
+    "aggregate_data": "aggregates",
+    "aggregate_video": "aggregates",
+    "validate_data": "aggregates",
+    "validate_video": "aggregates",
+    "meta": "finish",
+    "validate": "finish",
+    "publish": "finish",
+}
+
+
+def source_episodes(name):
+    """The dataset's episode count where the config or the parse-time plan tells it, else None."""
+    entry = config["datasets"][name]
+    kind = source_kind(name)
+    if kind == "path":
+        return len(_local_plan(name)["episodes"])
+    if kind == "demo":
+        return entry["demo"].get("episodes")
+    if kind == "robomimic":
+        return entry["robomimic"].get("generate", {}).get("demos")
+    return None
+
+
+def slurm_group(rule_name):
+    """group: of a conversion or source rule.
+
+    A dataset of at most `slurm.one_job_episodes` episodes (config) runs as one group job per
+    stage, `<stage>_<dataset>`: `convert` (plan when the source is a local folder, shards,
+    final files, meta, validate, publish), and before it `source` (generating or fetching the
+    source, and its plan) and `robomimic` (a robomimic file's batches). A larger one, or one
+    whose size is unknown before it is fetched, goes in groups `shards`, `aggregates` and
+    `finish`; its plan and source rules run as jobs of their own.
+    """
+
+    def group(wildcards):
+        name = wildcards.dataset
+        episodes = source_episodes(name)
+        if episodes is None or episodes > config["slurm"]["one_job_episodes"]:
+            return LARGE_DATASET_GROUPS.get(rule_name)
+        if rule_name == "plan":
+            stage = {"path": "convert", "robomimic": "robomimic"}.get(
+                source_kind(name), "source"
+            )
+        else:
+            stage = SMALL_DATASET_STAGES.get(rule_name, "convert")
+        return f"{stage}_{name}"
+
+    return group
+
+
 def plan_source_input(wildcards):
     """input of plan: a local source's meta files but the stats (a change replans), else
     the folder a rule makes."""

@@ -21,6 +21,8 @@ rule source_check:
     # report as input, so a changed source file reruns the check and the jobs that read that
     # file, not every job after the check.
     priority: 100
+    group:
+        slurm_group("source_check")
     conda:
         ROBOPIPE_ENV
     threads: 4  # footer reads and mp4 opens, one episode per thread
@@ -41,6 +43,8 @@ checkpoint plan:
         LOG_FILE.format(dataset="{dataset}", step="plan"),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="plan/plan")
+    group:
+        slurm_group("plan")
     conda:
         ROBOPIPE_ENV
     params:
@@ -61,6 +65,8 @@ rule shard:
         LOG_FILE.format(dataset="{dataset}", step="shard/{shard}"),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="shard/{shard}")
+    group:
+        slurm_group("shard")
     conda:
         ROBOPIPE_ENV
     params:
@@ -82,6 +88,8 @@ rule aggregate_data:
         JOB_STATS_FILE.format(
             dataset="{dataset}", step="aggregate_data/chunk-{chunk}_file-{file}"
         )
+    group:
+        slurm_group("aggregate_data")
     conda:
         ROBOPIPE_ENV
     script:
@@ -105,6 +113,8 @@ rule aggregate_video:
             dataset="{dataset}",
             step="aggregate_video/{video_key}_chunk-{chunk}_file-{file}",
         )
+    group:
+        slurm_group("aggregate_video")
     conda:
         ROBOPIPE_ENV
     params:
@@ -125,6 +135,8 @@ rule meta:
         LOG_FILE.format(dataset="{dataset}", step="meta"),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="meta/meta")
+    group:
+        slurm_group("meta")
     conda:
         ROBOPIPE_ENV
     script:
@@ -147,6 +159,8 @@ rule validate_data:
         JOB_STATS_FILE.format(
             dataset="{dataset}", step="validate_data/chunk-{chunk}_file-{file}"
         )
+    group:
+        slurm_group("validate_data")
     conda:
         ROBOPIPE_ENV
     script:
@@ -170,6 +184,8 @@ rule validate_video:
             dataset="{dataset}",
             step="validate_video/{video_key}_chunk-{chunk}_file-{file}",
         )
+    group:
+        slurm_group("validate_video")
     conda:
         ROBOPIPE_ENV
     script:
@@ -188,6 +204,8 @@ rule validate:
         LOG_FILE.format(dataset="{dataset}", step="validate"),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="validate/validate")
+    group:
+        slurm_group("validate")
     conda:
         ROBOPIPE_ENV
     script:
@@ -210,6 +228,8 @@ rule publish:
         LOG_FILE.format(dataset="{dataset}", step="publish"),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="publish/publish")
+    group:
+        slurm_group("publish")
     conda:
         ROBOPIPE_ENV
     script:

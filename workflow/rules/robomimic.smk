@@ -10,6 +10,8 @@ rule robomimic_generate:
         "results/logs/{dataset}/robomimic_generate.log",
     benchmark:
         "results/jobs/{dataset}/robomimic_generate/robomimic_generate.tsv"
+    group:
+        slurm_group("robomimic_generate")
     conda:
         ROBOPIPE_ENV
     params:
@@ -27,6 +29,8 @@ checkpoint robomimic_plan:
         "results/logs/{dataset}/robomimic_plan.log",
     benchmark:
         "results/jobs/{dataset}/robomimic_plan/robomimic_plan.tsv"
+    group:
+        slurm_group("robomimic_plan")
     conda:
         ROBOPIPE_ENV
     params:
@@ -45,6 +49,8 @@ rule robomimic_batch:
         "results/logs/{dataset}/robomimic_batch/{batch}.log",
     benchmark:
         "results/jobs/{dataset}/robomimic_batch/{batch}.tsv"
+    group:
+        slurm_group("robomimic_batch")
     conda:
         ROBOPIPE_ENV
     script:
@@ -61,6 +67,8 @@ rule robomimic_v21:
         "results/logs/{dataset}/robomimic_v21.log",
     benchmark:
         "results/jobs/{dataset}/robomimic_v21/robomimic_v21.tsv"
+    group:
+        slurm_group("robomimic_v21")
     conda:
         ROBOPIPE_ENV
     script:

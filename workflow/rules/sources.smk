@@ -8,6 +8,8 @@ rule demo:
         "results/logs/{dataset}/demo.log",
     benchmark:
         "results/jobs/{dataset}/demo/demo.tsv"
+    group:
+        slurm_group("demo")
     conda:
         ROBOPIPE_ENV
     params:
@@ -23,6 +25,8 @@ rule fetch:
         "results/logs/{dataset}/fetch.log",
     benchmark:
         "results/jobs/{dataset}/fetch/fetch.tsv"
+    group:
+        slurm_group("fetch")
     conda:
         ROBOPIPE_ENV
     resources:
