@@ -212,7 +212,7 @@ def source_episodes(name):
     entry = config["datasets"][name]
     kind = source_kind(name)
     if kind == "path":
-        return len(_local_plan(name)["episodes"])
+        return len(_local_plan(name).episodes)
     if kind == "demo":
         return entry["demo"].get("episodes")
     if kind == "robomimic":
