@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
+import resource
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +19,9 @@ def logged(snakemake) -> Iterator[logging.Logger]:
 
     On bad input the job prints ``robopipe: <message>`` to stderr and its log and exits
     with status 1, so Snakemake reports the dataset, episode and file instead of a traceback.
+    When the job ends, its peak RSS as it measures it itself goes to ``<log>.rss.json``
+    (``peak_rss``), which the report reads: Snakemake's ``benchmark:`` sampler misses the
+    peak of short jobs.
     """
     log_path = Path(snakemake.log[0]) if snakemake.log else None
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
@@ -35,3 +40,19 @@ def logged(snakemake) -> Iterator[logging.Logger]:
     except DatasetError as exc:
         logger.error("robopipe: %s", exc)
         sys.exit(1)
+    finally:
+        if log_path is not None:
+            record = {"rule": snakemake.rule, **peak_rss()}
+            log_path.with_name(log_path.name + RSS_SUFFIX).write_text(json.dumps(record))
+
+
+RSS_SUFFIX = ".rss.json"
+
+
+def peak_rss() -> dict:
+    """This process's peak resident set size and its largest finished child's, in MiB
+    (``getrusage`` ``ru_maxrss``: KiB on Linux): ``own_mb``, ``children_mb`` (the largest
+    single child process waited for, not a sum), ``peak_mb`` (the larger of the two)."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return {"own_mb": own, "children_mb": children, "peak_mb": max(own, children)}

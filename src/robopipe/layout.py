@@ -45,6 +45,11 @@ VALIDATION_FILE = RESULTS_DIR + "/validation.json"
 PUBLISHED_DIR = RESULTS_DIR + "/v3.0"
 PUBLISHED_INFO = PUBLISHED_DIR + "/" + "meta/info.json"
 PUSH_FILE = RESULTS_DIR + "/push.json"  # what `snakemake push` did
+# training copies (robopipe.copies): the v3.0 copy, its measurements, its per-file jobs' outputs
+COPY_DIR = RESULTS_DIR + "/copies/{encoding}"
+COPY_INFO = COPY_DIR + "/v3.0/meta/info.json"
+COPY_FILE = COPY_DIR + "/copy.json"
+COPY_STAGING = COPY_DIR + "/staging"
 LOG_FILE = "results/logs/{dataset}/{step}.log"
 JOB_STATS_FILE = "results/jobs/{dataset}/{step}.tsv"  # Snakemake's benchmark: TSV of a job
 BENCH_DIR = "results/bench/{dataset}"

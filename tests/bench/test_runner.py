@@ -9,9 +9,7 @@ import jsonschema
 import pytest
 
 from robopipe.bench.ceiling import measure_ceiling
-from robopipe.bench.h264 import make_h264_copy
 from robopipe.bench.runner import Settings, run_multi_node, run_scenario
-from robopipe.loading import MapDataset
 from robopipe.results import scenario_schema, write_scenario_result
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,14 +81,3 @@ def test_ceiling(v30):
     out = measure_ceiling(str(v30), "tiny", frames=20)
     assert out["camera_count"] == 2 and out["frames_measured"] == 80
     assert out["sequential_frames_per_s_per_core"] > 0 and out["random_frames_per_s_per_core"] > 0
-
-
-def test_h264_copy_keeps_timestamps_and_frames(v30, tmp_path):
-    make_h264_copy(v30, tmp_path / "h264", crf=10)
-    info = json.loads((tmp_path / "h264/meta/info.json").read_text())
-    cams = [k for k, f in info["features"].items() if f["dtype"] == "video"]
-    assert all(info["features"][k]["info"]["video.codec"] == "h264" for k in cams)
-    av1, h264 = MapDataset(v30), MapDataset(tmp_path / "h264")  # pts checked within tolerance_s
-    for i in range(0, len(av1), 11):
-        a, b = av1[i][cams[0]].int(), h264[i][cams[0]].int()
-        assert (a - b).abs().float().mean() < 3  # lossy, but the same frame

@@ -64,7 +64,7 @@ def test_axes_carry_units_and_scenario_names(demo):
         "throughput": ["samples/s", "decoded frames/s per node", "640 frames/s", "1,850 frames/s"],
         "latency": ["latency per sample, ms", "p99 200.0"],
         "first_batch": ["time to the first batch, s"],
-        "peak_rss": ["peak RSS (main process and workers), MB", "16,000"],
+        "peak_rss": ["peak RSS per rank (main process and its workers", "16,000"],
         "scaling_workers": ["DataLoader workers per node", "samples/s"],
         "scaling_nodes": ["nodes", "decoded frames/s, all nodes"],
         "conversion_rules": ["shard (6 jobs)", "summed over the rule's jobs, s", "MB"],

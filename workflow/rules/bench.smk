@@ -1,6 +1,8 @@
-# Dataloading benchmark: one job per scenario {loader}_{source}_{mode}_{decode}_w{workers}_n{nodes},
-# expanded from config["bench"]["matrix"]; one decode-ceiling job per dataset; an H.264 copy of
-# a dataset for the cuda (NVDEC) scenarios. Outputs follow the bench contract.
+# Dataloading benchmark: one job per scenario
+# {loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}_n{nodes}, expanded from
+# config["bench"]["matrix"]; one decode-ceiling job per dataset and per copy read (copies.smk
+# makes the copies; cuda scenarios without an encoding read the h264g2 copy). Outputs follow
+# the bench contract.
 # Measuring jobs hold the `bench` resource: with `resources: [bench=1, network=1]` in the
 # default profile they run one at a time locally, so they do not disturb each other's figures.
 
@@ -39,13 +41,15 @@ rule bench_scenario:
 
 rule bench_ceiling:
     input:
-        dataset=PUBLISHED_INFO,
+        dataset=ceiling_input,
     output:
-        json="results/bench/{dataset}/ceiling.json",
+        json="results/bench/{dataset}/ceiling{suffix}.json",
     log:
-        "results/logs/{dataset}/bench_ceiling/ceiling.log",
+        "results/logs/{dataset}/bench_ceiling/ceiling{suffix}.log",
     benchmark:
-        "results/jobs/{dataset}/bench_ceiling/ceiling.tsv"
+        "results/jobs/{dataset}/bench_ceiling/ceiling{suffix}.tsv"
+    wildcard_constraints:
+        suffix=f"(?:_e{ENCODING_PATTERN})?",
     conda:
         ROBOPIPE_ENV
     resources:
@@ -54,23 +58,6 @@ rule bench_ceiling:
         frames=config["bench"].get("ceiling_frames", 300),
     script:
         "../scripts/bench_ceiling.py"
-
-
-rule h264_copy:
-    input:
-        dataset=PUBLISHED_INFO,
-    output:
-        dataset="results/{dataset}/h264/meta/info.json",
-    log:
-        "results/logs/{dataset}/h264_copy/h264.log",
-    benchmark:
-        "results/jobs/{dataset}/h264_copy/h264.tsv"
-    conda:
-        ROBOPIPE_ENV
-    params:
-        options=config["bench"].get("h264", {}),
-    script:
-        "../scripts/h264_copy.py"
 
 
 rule bench:

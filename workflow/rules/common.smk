@@ -10,6 +10,7 @@ import yaml
 from snakemake.utils import validate
 
 from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, expand_matrix, parse_scenario
+from robopipe.copies.encodings import ENCODING_PATTERN, parse_encoding
 from robopipe.demo import demo_cameras
 from robopipe.config_check import config_problems
 from robopipe.conversion.check import check_source
@@ -18,6 +19,9 @@ from robopipe.conversion.plan import load_plan, make_plan
 from robopipe.errors import DatasetError
 from robopipe.layout import (
     CHECK_FILE,
+    COPY_FILE,
+    COPY_INFO,
+    COPY_STAGING,
     JOB_STATS_FILE,
     LOG_FILE,
     PLAN_FILE,
@@ -36,6 +40,8 @@ from robopipe.layout import (
     V21_TASKS_PATH,
     VIDEO_EPISODES_FILE,
     chunk_file,
+    data_path,
+    video_path,
 )
 from robopipe.formats.v21_reader import load_source
 
@@ -505,15 +511,23 @@ def report_inputs(wildcards):
     lerobot = f"results/bench/{name}/lerobot_convert.json"
     return {
         "bench": [f"results/bench/{name}/{s}.json" for s in bench_scenarios(name)],
-        "ceilings": (
-            [f"results/bench/{name}/ceiling.json"] if bench_scenarios(name) else []
-        ),
+        "ceilings": bench_ceilings(name) if bench_scenarios(name) else [],
+        "copies": [
+            COPY_FILE.format(dataset=name, encoding=e) for e in bench_encodings(name)
+        ],
+        "converted": PUBLISHED_INFO.format(dataset=name),
         "conversion": conversion_benchmarks(name),
         "lerobot": [lerobot] if os.path.exists(lerobot) else [],
     }
 
 
-BENCH_NOT_SETTINGS = ("matrix", "ceiling_frames", "h264")
+BENCH_NOT_SETTINGS = ("matrix", "ceiling_frames")
+# a copy's files, relative to its root: what one copy_file job writes
+COPY_PART_PATTERN = (
+    r"(?:videos/[^/]+/chunk-\d{3}/file-\d{3}\.mp4|data/chunk-\d{3}/file-\d{3}\.parquet)"
+)
+# NVDEC cannot decode AV1: a cuda scenario without an encoding reads this copy
+CUDA_ENCODING = "h264g2"
 
 
 def bench_scenarios(dataset):
@@ -530,11 +544,33 @@ def bench_scenarios(dataset):
     return names
 
 
+def scenario_encoding(name):
+    """The copy a scenario reads: its encoding, CUDA_ENCODING for a cuda scenario without
+    one, or None (the converted dataset)."""
+    scenario = parse_scenario(name)
+    if scenario.encoding is None and scenario.decode == "cuda":
+        return CUDA_ENCODING
+    return scenario.encoding
+
+
+def bench_encodings(dataset):
+    """The copies the dataset's scenarios read, sorted."""
+    encodings = {scenario_encoding(n) for n in bench_scenarios(dataset)}
+    return sorted(e for e in encodings if e)
+
+
+def bench_ceilings(dataset):
+    """The decode-ceiling JSONs of the dataset and of each copy its scenarios read."""
+    return [f"results/bench/{dataset}/ceiling.json"] + [
+        f"results/bench/{dataset}/ceiling_e{e}.json" for e in bench_encodings(dataset)
+    ]
+
+
 def bench_results(dataset):
-    """A dataset's benchmark outputs: every scenario's JSON and the ceiling JSON."""
+    """A dataset's benchmark outputs: every scenario's JSON and the ceiling JSONs."""
     return [
         f"results/bench/{dataset}/{name}.json" for name in bench_scenarios(dataset)
-    ] + [f"results/bench/{dataset}/ceiling.json"]
+    ] + bench_ceilings(dataset)
 
 
 def all_bench_results():
@@ -543,9 +579,11 @@ def all_bench_results():
 
 
 def bench_dataset_input(wildcards):
-    """The dataset a scenario reads: the H.264 copy for cuda decode, else the v3.0 output."""
-    if parse_scenario(wildcards.scenario).decode == "cuda":
-        return f"results/{wildcards.dataset}/h264/meta/info.json"
+    """The dataset a scenario reads (its info.json): its copy (scenario_encoding), else the
+    v3.0 output."""
+    encoding = scenario_encoding(wildcards.scenario)
+    if encoding:
+        return COPY_INFO.format(dataset=wildcards.dataset, encoding=encoding)
     return PUBLISHED_INFO.format(dataset=wildcards.dataset)
 
 
@@ -558,6 +596,37 @@ def bench_pushed_input(wildcards):
     if template and template.format(dataset=wildcards.dataset) == push.get("url"):
         return [PUSH_FILE.format(dataset=wildcards.dataset)]
     return []
+
+
+def ceiling_input(wildcards):
+    """The dataset a ceiling job decodes (its info.json): a copy (``ceiling_e{encoding}``) or
+    the v3.0 output."""
+    if wildcards.suffix:
+        return COPY_INFO.format(
+            dataset=wildcards.dataset, encoding=wildcards.suffix[2:]
+        )
+    return PUBLISHED_INFO.format(dataset=wildcards.dataset)
+
+
+def copy_parts(wildcards):
+    """Every file one copy_file job writes for this copy: each planned mp4, or each data
+    parquet when the encoding moves frames into the data files."""
+    plan = plan_of(wildcards.dataset)
+    if parse_encoding(wildcards.encoding).in_video_files:
+        parts = [
+            video_path(key, f.chunk, f.file)
+            for key, files in plan.video_files.items()
+            for f in files
+        ]
+    else:
+        parts = [data_path(f.chunk, f.file) for f in plan.data_files]
+    root = COPY_STAGING.format(dataset=wildcards.dataset, encoding=wildcards.encoding)
+    return [f"{root}/{part}" for part in parts]
+
+
+def copy_part_results(wildcards):
+    """The measurement JSON of every copy_file job of this copy."""
+    return [f"{path}.json" for path in copy_parts(wildcards)]
 
 
 def bench_settings(wildcards):

@@ -23,9 +23,10 @@ REPORT_FIGURES = [
     "conversion_rules",
     "conversion_shards",
     "lerobot_convert",
+    "copies",
 ]
-# Scenario cards, {loader}_{source}_{mode}_{decode}_w{workers}_n{nodes}.svg: the grammar of
-# robopipe.bench.scenarios, the one place it is defined.
+# Scenario cards, {loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}_n{nodes}.svg: the
+# grammar of robopipe.bench.scenarios, the one place it is defined.
 REPORT_SCENARIO_CARD = snakemake_pattern(".svg")
 
 
@@ -96,6 +97,20 @@ rule report_dataset:
             subcategory="{dataset}",
             labels={"figure": "vs lerobot"},
         ),
+        copies=report(
+            "results/report/{dataset}/copies.svg",
+            caption="../report/copies.rst",
+            category="Dataloading",
+            subcategory="{dataset}",
+            labels={"figure": "which copy"},
+        ),
+        copies_table=report(
+            "results/report/{dataset}/copies.csv",
+            caption="../report/copies_table.rst",
+            category="Dataloading",
+            subcategory="{dataset}",
+            labels={"figure": "table per copy"},
+        ),
         png=expand("results/report/{{dataset}}/{name}.png", name=REPORT_FIGURES),
         scenarios=report(
             directory("results/report/{dataset}/scenarios"),
@@ -107,6 +122,7 @@ rule report_dataset:
                 "loader": "{loader}",
                 "source": "{source}",
                 "mode": "{mode}",
+                "copy": "{copy_suffix}",
                 "decode": "{decode}",
                 "workers": "{workers}",
                 "nodes": "{nodes}",
@@ -120,11 +136,20 @@ rule report_dataset:
             labels={"figure": "table per rule"},
         ),
         summary="results/report/{dataset}/summary.csv",
+        jobs_rss=report(
+            "results/report/{dataset}/jobs_rss.csv",
+            caption="../report/jobs_rss.rst",
+            category="Conversion",
+            subcategory="{dataset}",
+            labels={"figure": "peak RSS per job"},
+        ),
     log:
         "results/logs/{dataset}/report.log",
     localrule: True
     conda:
         ROBOPIPE_ENV
+    params:
+        logs="results/logs/{dataset}",
     script:
         "../scripts/report.py"
 

@@ -8,6 +8,12 @@ from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     root = Path(snakemake.input.dataset).parents[1]  # <dataset>/meta/info.json
-    result = measure_ceiling(str(root), snakemake.wildcards.dataset, frames=snakemake.params.frames)
+    suffix = snakemake.wildcards.suffix
+    result = measure_ceiling(
+        str(root),
+        snakemake.wildcards.dataset,
+        frames=snakemake.params.frames,
+        encoding=suffix[2:] if suffix else None,
+    )
     write_json(snakemake.output.json, result)
     log.info("%s", result)

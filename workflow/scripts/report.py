@@ -23,6 +23,10 @@ def main(smk) -> None:
         ceilings=_paths(inputs.get("ceilings", [])),
         conversion_tsvs=_paths(inputs.get("conversion", [])),
         lerobot=_paths(inputs.get("lerobot", [])),
+        copy_results=_paths(inputs.get("copies", [])),
+        converted=Path(inputs.converted).parents[1] if inputs.get("converted") else None,
+        # written by every job of the dataset as it ends (robopipe.jobs), not rule outputs
+        job_rss=sorted(Path(smk.params.logs).rglob("*.rss.json")),
     )
 
 

@@ -1,7 +1,9 @@
 """A dataset's decode ceiling: frames/s one core decodes, sequentially and at random frames.
 
-torchcodec, one FFmpeg thread, one torch thread: the figures are per core. A random-access
-loader with W workers can at best reach ``random_frames_per_s_per_core * W``.
+Videos: torchcodec, one FFmpeg thread, one torch thread: the figures are per core. Frames
+stored in the data files (a JPEG or raw copy): read and decoded by the loaders' own reader
+(``robopipe.loading.stored_frames``). A random-access loader with W workers can at best reach
+``random_frames_per_s_per_core * W``.
 """
 
 from __future__ import annotations
@@ -13,18 +15,27 @@ import torch
 from torchcodec.decoders import VideoDecoder
 
 from robopipe.formats.v30_reader import read_meta
+from robopipe.loading.stored_frames import StoredFrames
 
 SEQUENTIAL_CHUNK = 16  # frames per get_frames_in_range call
 
 
 def measure_ceiling(
-    root: str, dataset: str, *, frames: int = 300, seed: int = 0, seek_mode: str = "approximate"
+    root: str,
+    dataset: str,
+    *,
+    frames: int = 300,
+    seed: int = 0,
+    seek_mode: str = "approximate",
+    encoding: str | None = None,
 ) -> dict:
-    """Decode up to ``frames`` frames per camera from each camera's first video file.
+    """Decode up to ``frames`` frames per camera from each camera's first video file (or,
+    for frames stored in the data files, from the whole dataset).
 
     Returns:
-        the contract's ceiling dict: dataset, camera_count, sequential_frames_per_s_per_core,
-        random_frames_per_s_per_core, frames_measured, decoder ("torchcodec"),
+        the contract's ceiling dict: dataset, encoding (the copy measured, or None),
+        camera_count, sequential_frames_per_s_per_core, random_frames_per_s_per_core,
+        frames_measured, decoder ("torchcodec", or "parquet" for stored frames),
         ffmpeg_threads (1).
     """
     torch.set_num_threads(1)
@@ -47,12 +58,31 @@ def measure_ceiling(
             decoder.get_frame_at(int(i))
         rand_s += time.perf_counter() - start
         rand_frames += n
+    if meta.stored_frame_keys:
+        stored = StoredFrames(meta)
+        for cam in meta.stored_frame_keys:
+            n = min(frames, meta.num_frames)
+            for order, indices in (
+                ("seq", np.arange(n)),
+                ("rand", rng.integers(0, meta.num_frames, n)),
+            ):
+                start = time.perf_counter()
+                for i in indices:
+                    episode = int(meta.episode_of(int(i)))
+                    row = int(i) - int(meta.episodes["dataset_from_index"][episode])
+                    stored.read(cam, episode, np.array([row]))
+                elapsed = time.perf_counter() - start
+                if order == "seq":
+                    seq_s, seq_frames = seq_s + elapsed, seq_frames + n
+                else:
+                    rand_s, rand_frames = rand_s + elapsed, rand_frames + n
     return {
         "dataset": dataset,
-        "camera_count": len(meta.video_keys),
+        "encoding": encoding,
+        "camera_count": len(meta.camera_keys),
         "sequential_frames_per_s_per_core": seq_frames / seq_s,
         "random_frames_per_s_per_core": rand_frames / rand_s,
         "frames_measured": int(seq_frames + rand_frames),
-        "decoder": "torchcodec",
+        "decoder": "parquet" if meta.stored_frame_keys else "torchcodec",
         "ffmpeg_threads": 1,
     }

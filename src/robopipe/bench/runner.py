@@ -175,6 +175,7 @@ def run_scenario(
         "first_batch_latency_s": measured["first_batch_latency_s"],
         "latency_ms": measured["latency_ms"],
         "peak_rss_mb": rss.peak_mb,
+        "peak_rss_total_mb": rss.peak_mb,
         "shuffle_randomness": measured["shuffle_randomness"],
         "cpu_s_per_sample": measured["cpu_s_per_sample"],
         "decoder_cache": measured.get("decoder_cache"),
@@ -189,7 +190,7 @@ def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -
     kwargs = dict(
         name=dataset,
         delta_timestamps=mode_delta_timestamps(
-            scenario.mode, meta.video_keys, meta.fps, settings.windows
+            scenario.mode, meta.camera_keys, meta.fps, settings.windows
         ),
         image_dtype=settings.image_dtype,
         decode_device=scenario.decode,
@@ -217,7 +218,7 @@ def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -
     )
     measured = measure_throughput(
         lambda loader=loader: loader,
-        video_keys=meta.video_keys,
+        video_keys=meta.camera_keys,
         warmup_batches=settings.warmup_batches,
         steady_s=settings.steady_s,
         snapshot=ds.counters.totals,
@@ -256,14 +257,14 @@ def _run_lerobot(scenario: Scenario, root: Path, settings: Settings, url: str) -
     if scenario.source != "local" or scenario.decode != "cpu":
         raise ValueError(f"{scenario.name}: lerobot loaders run on local sources, cpu decode")
     meta = read_meta(url)
-    delta = mode_delta_timestamps(scenario.mode, meta.video_keys, meta.fps, settings.windows)
+    delta = mode_delta_timestamps(scenario.mode, meta.camera_keys, meta.fps, settings.windows)
     with tempfile.TemporaryDirectory(prefix="robopipe-lerobot-") as tmp:
         out = Path(tmp) / "result.json"
         args = {
             "root": str(root.resolve()),
             "loader": scenario.loader,
             "delta_timestamps": delta,
-            "video_keys": meta.video_keys,
+            "video_keys": meta.camera_keys,
             "batch_size": settings.batch_size,
             "workers": scenario.workers,
             "image_dtype": settings.image_dtype,
@@ -335,6 +336,7 @@ def run_multi_node(
         "frames_per_s_per_node": combined["frames_per_s"] / scenario.nodes,
         "first_batch_latency_s": max(r["first_batch_latency_s"] for r in results),
         "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
+        "peak_rss_total_mb": sum(r["peak_rss_mb"] for r in results),
         "shuffle_randomness": float(np.mean([r["shuffle_randomness"] for r in results])),
         "decoder_cache": {k: sum(c[k] for c in caches) for k in caches[0]} if caches else None,
         "cpu_fallback": any(fallbacks) if fallbacks else None,

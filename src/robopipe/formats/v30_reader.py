@@ -95,6 +95,16 @@ class DatasetMeta:
         return [k for k, f in self.info["features"].items() if f["dtype"] == "video"]
 
     @property
+    def stored_frame_keys(self) -> list[str]:
+        """Camera keys whose frames live in the data parquet files (``image`` features)."""
+        return [k for k, f in self.info["features"].items() if f["dtype"] == "image"]
+
+    @property
+    def camera_keys(self) -> list[str]:
+        """Every camera: video keys, then stored-frame keys (info.json order within each)."""
+        return self.video_keys + self.stored_frame_keys
+
+    @property
     def data_keys(self) -> list[str]:
         return [k for k, f in self.info["features"].items() if f["dtype"] not in ("video", "image")]
 

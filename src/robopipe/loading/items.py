@@ -21,6 +21,7 @@ from fsspec.implementations.local import LocalFileSystem
 from robopipe.formats.v30_reader import DatasetMeta, read_meta
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.decoder import Counters, DecoderCache
+from robopipe.loading.stored_frames import StoredFrames
 from robopipe.loading.windows import check_delta_timestamps, delta_indices, window_rows
 
 IMAGE_DTYPES = ("uint8", "float32")
@@ -69,7 +70,7 @@ class ItemReader:
         if decode_device not in DECODE_DEVICES:
             raise ValueError(f"decode_device must be one of {DECODE_DEVICES}")
         delta_timestamps = dict(delta_timestamps or {})
-        unknown = set(delta_timestamps) - set(meta.video_keys) - set(meta.data_keys)
+        unknown = set(delta_timestamps) - set(meta.camera_keys) - set(meta.data_keys)
         if unknown:
             raise ValueError(f"delta_timestamps keys {sorted(unknown)} are not dataset features")
         check_delta_timestamps(delta_timestamps, meta.fps, tolerance_s)
@@ -81,6 +82,7 @@ class ItemReader:
         self.decoders = DecoderCache(
             self._open_video, decoder_cache_size, decode_device, seek_mode, self.counters
         )
+        self.stored = StoredFrames(meta) if meta.stored_frame_keys else None
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid: int | None = None
 
@@ -104,7 +106,7 @@ class ItemReader:
         for key, offsets in self.offsets.items():
             window, is_pad = window_rows(position, length, offsets)
             item[f"{key}_is_pad"] = torch.from_numpy(is_pad)
-            if key in self.meta.video_keys:
+            if key in self.meta.camera_keys:
                 video_rows[key] = window
             else:
                 item[key] = torch.from_numpy(rows[key][window])
@@ -118,12 +120,22 @@ class ItemReader:
         return item
 
     def _decode_cameras(self, episode, rows, video_rows, position) -> dict[str, torch.Tensor]:
+        frames = {}
+        for cam in self.meta.stored_frame_keys:
+            start = time.perf_counter()
+            positions = video_rows.get(cam, np.array([position]))
+            frames[cam] = self.stored.read(cam, episode, positions)
+            self.counters.add("decode_s", time.perf_counter() - start)
+            self.counters.add("frames", len(positions))
+        return {**frames, **self._decode_videos(episode, rows, video_rows, position)}
+
+    def _decode_videos(self, episode, rows, video_rows, position) -> dict[str, torch.Tensor]:
         jobs = {}
         for cam in self.meta.video_keys:
             ts = rows["timestamp"][video_rows.get(cam, np.array([position]))].astype(np.float64)
             start = self.meta.episodes[f"videos/{cam}/from_timestamp"][episode]
             jobs[cam] = (self.meta.video_file(cam, episode), start + ts)
-        if not jobs:  # a dataset without cameras
+        if not jobs:  # a dataset without video cameras
             return {}
         if len(jobs) == 1:
             ((cam, (path, ts)),) = jobs.items()

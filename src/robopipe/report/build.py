@@ -8,11 +8,13 @@ from pathlib import Path
 import pandas as pd
 
 from robopipe.atomic import atomic_path
-from robopipe.report import conversion, dataloading, scaling
+from robopipe.report import conversion, copies, dataloading, scaling
 from robopipe.report.results import (
     conversion_by_rule,
     load_benchmarks,
-    load_ceiling,
+    load_ceilings,
+    load_copies,
+    load_job_rss,
     load_lerobot,
     load_scenarios,
 )
@@ -29,9 +31,12 @@ FIGURES = (
     "conversion_rules",
     "conversion_shards",
     "lerobot_convert",
+    "copies",
 )
 SUMMARY = "summary.csv"
 CONVERSION = "conversion.csv"
+COPIES = "copies.csv"
+JOBS_RSS = "jobs_rss.csv"
 SCENARIOS = "scenarios"
 
 
@@ -43,9 +48,16 @@ def build_dataset_report(
     ceilings: Iterable[str | Path] = (),
     conversion_tsvs: Iterable[str | Path] = (),
     lerobot: Iterable[str | Path] = (),
+    copy_results: Iterable[str | Path] = (),
+    converted: str | Path | None = None,
+    job_rss: Iterable[str | Path] = (),
 ) -> list[Path]:
-    """Write every figure (SVG and PNG), ``summary.csv``, ``conversion.csv`` and one card per
-    scenario under ``scenarios/`` into ``out_dir``; return the written paths.
+    """Write every figure (SVG and PNG), ``summary.csv``, ``conversion.csv``, ``copies.csv``
+    and one card per scenario under ``scenarios/`` into ``out_dir``; return the written paths.
+
+    ``copy_results`` are the training copies' ``copy.json``; ``converted`` the converted
+    dataset's folder (its frames' size, for the copies table); ``job_rss`` the jobs' own
+    peak RSS files (``robopipe.jobs``), written to ``jobs_rss.csv`` and used per rule.
 
     Every figure in :data:`FIGURES` is always written: a figure without data says why instead
     (no scenario, a single node count, lerobot not measured, ...).
@@ -56,8 +68,16 @@ def build_dataset_report(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = load_scenarios(dataset, bench)
-    ceiling = load_ceiling(dataset, ceilings)
+    ceiling_by_encoding = load_ceilings(dataset, ceilings)
+    ceiling = ceiling_by_encoding.get(None)
+    copy_table = copies.copies_table(
+        table,
+        load_copies(dataset, copy_results),
+        ceiling_by_encoding,
+        copies.converted_entry(converted) if converted else None,
+    )
     jobs = load_benchmarks(dataset, conversion_tsvs)
+    rss = load_job_rss(job_rss)
     comparison = load_lerobot(dataset, lerobot)
 
     written = [
@@ -67,9 +87,10 @@ def build_dataset_report(
         *dataloading.peak_rss(table, out / "peak_rss", dataset),
         *scaling.workers(table, out / "scaling_workers", dataset),
         *scaling.nodes(table, out / "scaling_nodes", dataset),
-        *conversion.rules(jobs, out / "conversion_rules", dataset),
+        *conversion.rules(jobs, out / "conversion_rules", dataset, rss),
         *conversion.shards(jobs, out / "conversion_shards", dataset),
         *conversion.lerobot(comparison, out / "lerobot_convert", dataset),
+        *copies.figure(copy_table, out / "copies", dataset),
     ]
     with atomic_path(out / SCENARIOS) as cards:
         cards.mkdir()
@@ -78,8 +99,10 @@ def build_dataset_report(
     written += sorted((out / SCENARIOS).iterdir())
 
     written.append(_write_csv(summary_table(table, ceiling), out / SUMMARY))
-    per_rule = conversion_by_rule(jobs) if not jobs.empty else jobs
+    per_rule = conversion_by_rule(jobs, rss) if not jobs.empty else jobs
     written.append(_write_csv(per_rule, out / CONVERSION))
+    written.append(_write_csv(rss, out / JOBS_RSS))
+    written.append(_write_csv(copy_table, out / COPIES))
     return written
 
 

@@ -30,18 +30,20 @@ def _bars(ax, labels, values, colour, fmt):
     headroom(ax)
 
 
-def rules(jobs: pd.DataFrame, stem: str | Path, dataset: str):
-    """Per conversion rule: summed wall time of its jobs (s) and the largest job's peak RSS (MB)."""
+def rules(jobs: pd.DataFrame, stem: str | Path, dataset: str, job_rss: pd.DataFrame | None = None):
+    """Per conversion rule: summed wall time of its jobs (s) and the largest job's peak RSS (MB):
+    as the jobs measured it themselves (``job_rss``) where they did, else Snakemake's."""
     title = f"{dataset}: conversion time and memory per rule"
     if jobs.empty:
         return placeholder(stem, title, NO_BENCHMARKS)
-    per_rule = conversion_by_rule(jobs)
+    per_rule = conversion_by_rule(jobs, job_rss)
     labels = [f"{r.rule} ({r.jobs} job{'s' if r.jobs != 1 else ''})" for r in per_rule.itertuples()]
     fig, (wall, rss) = bar_figure(len(per_rule), panels=2)
     _bars(wall, labels, per_rule["total_s"], _WALL, "{:,.2f}")
     wall.set_xlabel("wall time, summed over the rule's jobs, s")
-    _bars(rss, labels, per_rule["max_rss_mb"], _RSS, "{:,.0f}")
-    rss.set_xlabel("peak RSS of the rule's largest job, MB")
+    measured = per_rule["job_peak_rss_mb"].fillna(per_rule["max_rss_mb"])
+    _bars(rss, labels, measured, _RSS, "{:,.0f}")
+    rss.set_xlabel("peak RSS of the rule's largest job (its own or its largest child's), MB")
     fig.suptitle(title)
     return save(fig, stem)
 

@@ -26,19 +26,29 @@ NO_SCENARIOS = "no benchmark scenario was run for this dataset (config: bench)"
 PERCENTILES = ("p50", "p95", "p99")
 
 
-def _ceiling_lines(ax, ceiling: dict | None) -> None:
-    """Vertical lines at the decode ceiling of one core (random access and sequential)."""
+def ceiling_cores(workers) -> list[int]:
+    """The core counts a set of scenarios decodes on: W workers use W cores, 0 workers the
+    main process's one."""
+    return sorted({max(int(w), 1) for w in workers}) or [1]
+
+
+def _ceiling_lines(ax, ceiling: dict | None, cores: list[int] = (1,)) -> None:
+    """Vertical lines at the decode ceiling times each core count used (random access solid,
+    sequential dashed; darker for more cores)."""
     if ceiling is None:
         return
     lines = (
         ("random_frames_per_s_per_core", "random access", "-"),
         ("sequential_frames_per_s_per_core", "sequential", "--"),
     )
-    for key, name, style in lines:
-        value = ceiling.get(key)
-        if value:
-            label = f"decode ceiling, 1 core, {name}: {value:,.0f} frames/s"
-            ax.axvline(value, color="black", linestyle=style, linewidth=1.2, label=label)
+    for i, n in enumerate(cores):
+        shade = str(0.55 * (1 - (i + 1) / len(cores)))  # the largest count in black
+        for key, name, style in lines:
+            value = ceiling.get(key)
+            if value:
+                label = f"decode ceiling x {n} core{'s' if n > 1 else ''}, {name}: "
+                label += f"{value * n:,.0f} frames/s"
+                ax.axvline(value * n, color=shade, linestyle=style, linewidth=1.2, label=label)
 
 
 def throughput(table: pd.DataFrame, ceiling: dict | None, stem: str | Path, dataset: str):
@@ -51,10 +61,11 @@ def throughput(table: pd.DataFrame, ceiling: dict | None, stem: str | Path, data
     left.set_xlabel("samples/s (all nodes, steady window)")
     scenario_bars(right, table, "frames_per_s_per_node")
     right.set_xlabel("decoded frames/s per node")
-    _ceiling_lines(right, ceiling)
+    cores = ceiling_cores(table["workers"])
+    _ceiling_lines(right, ceiling, cores)
     if ceiling is not None:
         peak = max(table["frames_per_s_per_node"].max(skipna=True) or 0, 0)
-        top = max(ceiling.get("sequential_frames_per_s_per_core") or 0, peak)
+        top = max((ceiling.get("sequential_frames_per_s_per_core") or 0) * cores[-1], peak)
         right.set_xlim(0, max(right.get_xlim()[1], top * 1.18))
     fig.suptitle(title)
     loader_legend(fig, table["loader"], right)
@@ -100,10 +111,11 @@ def first_batch(table: pd.DataFrame, stem: str | Path, dataset: str):
 
 
 def peak_rss(table: pd.DataFrame, stem: str | Path, dataset: str):
-    """Peak resident set size of the benchmark's process tree (MB) per scenario."""
+    """Peak resident set size of the benchmark's process tree (MB) per scenario: per rank
+    (the largest rank's for multi-node scenarios, whose total is in ``peak_rss_total_mb``)."""
     return _metric_figure(
-        table, stem, f"{dataset}: peak memory of the dataloading process tree", "peak_rss_mb",
-        "peak RSS (main process and workers), MB",
+        table, stem, f"{dataset}: peak memory of the dataloading process tree, per rank",
+        "peak_rss_mb", "peak RSS per rank (main process and its workers; n2: the largest rank), MB",
     )  # fmt: skip
 
 
@@ -133,7 +145,7 @@ def scenario_card(row: pd.Series, ceiling: dict | None, stem: str | Path):
     ranks_ax.set_ylim(len(ranks) - 0.5, -0.5)
     ranks_ax.set_xlabel("decoded frames/s per rank")
     ranks_ax.set_title("throughput per rank")
-    _ceiling_lines(ranks_ax, ceiling)
+    _ceiling_lines(ranks_ax, ceiling, ceiling_cores([row["workers"]]))
     ranks_ax.set_xlim(0, ranks_ax.get_xlim()[1] * 1.1)
     if ceiling is not None:
         handles, labels = ranks_ax.get_legend_handles_labels()

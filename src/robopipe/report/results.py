@@ -27,6 +27,8 @@ CEILING_FIELDS = (
     "random_frames_per_s_per_core",
 )
 
+COPY_FIELDS = ("encoding", "frames", "frame_bytes", "compression_factor", "encode_s", "fidelity")
+
 LEROBOT_FIELDS = (
     "dataset",
     "episodes",
@@ -85,11 +87,13 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
         for k in ("hits", "misses", "evictions"):
             row[f"decoder_cache_{k}"] = cache.get(k)
         row["rank_count"] = len(record["ranks"] or [])
+        row.setdefault("encoding", None)  # results of scenarios on the converted dataset
+        row.setdefault("peak_rss_total_mb", record["peak_rss_mb"])
         rows.append(row)
     columns = [f for f in SCENARIO_FIELDS if f not in ("latency_ms", "decoder_cache")]
     columns += ["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"]
     columns += ["decoder_cache_hits", "decoder_cache_misses", "decoder_cache_evictions"]
-    columns += ["rank_count"]
+    columns += ["rank_count", "encoding", "peak_rss_total_mb"]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in _TEXT_COLUMNS]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
@@ -104,6 +108,7 @@ _TEXT_COLUMNS = {
     "loader",
     "source",
     "mode",
+    "encoding",
     "decode",
     "image_dtype",
     "cpu_fallback",
@@ -116,17 +121,41 @@ def _loader_rank(loader: str) -> int:
     return LOADERS.index(loader) if loader in LOADERS else len(LOADERS)
 
 
-def load_ceiling(dataset: str, paths: Iterable[str | Path]) -> dict | None:
-    """The decode ceiling of ``dataset`` (frames/s per core), or None when none was given.
+def load_ceilings(dataset: str, paths: Iterable[str | Path]) -> dict:
+    """The decode ceilings of ``dataset`` (frames/s per core) by encoding: None for the
+    converted dataset, the encoding's name for a training copy.
 
     Raises:
-        DatasetError: a file lacks a contract field, or more than one ceiling names ``dataset``.
+        DatasetError: a file lacks a contract field, or two ceilings name the same encoding.
     """
-    found = [_read_json(dataset, p, CEILING_FIELDS) for p in paths]
-    found = [r for r in found if r["dataset"] == dataset]
-    if len(found) > 1:
-        raise DatasetError(dataset, f"{len(found)} decode ceiling files, expected one")
-    return found[0] if found else None
+    ceilings = {}
+    for path in paths:
+        record = _read_json(dataset, path, CEILING_FIELDS)
+        if record["dataset"] != dataset:
+            continue
+        encoding = record.get("encoding")
+        if encoding in ceilings:
+            raise DatasetError(dataset, f"two decode ceiling files for encoding {encoding}")
+        ceilings[encoding] = record
+    return ceilings
+
+
+def load_ceiling(dataset: str, paths: Iterable[str | Path]) -> dict | None:
+    """The decode ceiling of the converted ``dataset`` (frames/s per core), or None.
+
+    Raises:
+        DatasetError: as ``load_ceilings``.
+    """
+    return load_ceilings(dataset, paths).get(None)
+
+
+def load_copies(dataset: str, paths: Iterable[str | Path]) -> list[dict]:
+    """The training copies' measurements (``copy.json``), in the order given.
+
+    Raises:
+        DatasetError: a file is unreadable or lacks a field of ``COPY_FIELDS``.
+    """
+    return [_read_json(dataset, p, COPY_FIELDS) for p in paths]
 
 
 def load_lerobot(dataset: str, paths: Iterable[str | Path]) -> dict | None:
@@ -170,8 +199,29 @@ def load_benchmarks(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     return table.sort_values(["rule", "name"]).reset_index(drop=True)
 
 
-def conversion_by_rule(jobs: pd.DataFrame) -> pd.DataFrame:
-    """Per rule: jobs, total_s (sum of wall s), max_s (slowest job), max_rss_mb (largest job).
+def load_job_rss(paths: Iterable[str | Path]) -> pd.DataFrame:
+    """One row per job from the ``<log>.rss.json`` it wrote itself (``robopipe.jobs``): rule,
+    job (the log's name), own_mb, children_mb (its largest child process), peak_mb (MiB).
+    Unreadable files are skipped (a job killed before writing it)."""
+    rows = []
+    for path in paths:
+        try:
+            record = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            continue
+        job = Path(path).name.removesuffix(".rss.json").removesuffix(".log")
+        rows.append({"rule": record["rule"], "job": job, **{k: record[k] for k in JOB_RSS}})
+    table = pd.DataFrame(rows, columns=["rule", "job", *JOB_RSS])
+    return table.sort_values(["rule", "job"]).reset_index(drop=True)
+
+
+JOB_RSS = ("own_mb", "children_mb", "peak_mb")
+
+
+def conversion_by_rule(jobs: pd.DataFrame, job_rss: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per rule: jobs, total_s (sum of wall s), max_s (slowest job), max_rss_mb (largest job,
+    Snakemake's sampler), job_peak_rss_mb (largest job as the jobs measure themselves: own or
+    largest child process; NaN without ``job_rss``).
 
     Rules appear in pipeline order when known (check, plan, shard, aggregate, meta, validate,
     publish).
@@ -182,6 +232,8 @@ def conversion_by_rule(jobs: pd.DataFrame) -> pd.DataFrame:
         max_s=("s", "max"),
         max_rss_mb=("max_rss", "max"),
     )
+    peaks = job_rss.groupby("rule")["peak_mb"].max() if job_rss is not None else pd.Series()
+    grouped["job_peak_rss_mb"] = [peaks.get(rule, float("nan")) for rule in grouped.index]
     order = sorted(grouped.index, key=_rule_rank)
     return grouped.loc[order].reset_index()
 

@@ -1,0 +1,36 @@
+"""A job's own peak RSS (robopipe.jobs.logged) against /usr/bin/time's for the same process."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+JOB = """
+import sys
+from types import SimpleNamespace
+import numpy as np
+from robopipe.jobs import logged
+with logged(SimpleNamespace(log=[sys.argv[1]], rule="demo_rule")):
+    __import__("subprocess").run([sys.executable, "-c", "b = bytearray(400 * 2**20)"])
+    block = np.ones(200 * 2**20, dtype=np.uint8)  # 200 MiB touched
+"""
+
+
+@pytest.mark.skipif(not shutil.which("time") and not shutil.os.path.exists("/usr/bin/time"),
+                    reason="/usr/bin/time missing")  # fmt: skip
+def test_job_peak_rss_matches_usr_bin_time(tmp_path):
+    log = tmp_path / "job.log"
+    done = subprocess.run(
+        ["/usr/bin/time", "-f", "maxrss_kb=%M", sys.executable, "-c", JOB, str(log)],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    time_mb = int(re.search(r"maxrss_kb=(\d+)", done.stderr).group(1)) / 1024
+    record = json.loads((tmp_path / "job.log.rss.json").read_text())
+    assert record["rule"] == "demo_rule"
+    assert 200 < record["own_mb"] < 400 < record["children_mb"] == record["peak_mb"]
+    assert abs(record["peak_mb"] - time_mb) <= 0.1 * time_mb

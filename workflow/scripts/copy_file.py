@@ -1,0 +1,26 @@
+"""Snakemake script of rule ``copy_file``: one output file of a training copy, measured."""
+
+from pathlib import Path
+
+from robopipe.atomic import write_json
+from robopipe.copies import copy_file, parse_encoding
+from robopipe.jobs import logged
+
+with logged(snakemake) as log:
+    w = snakemake.wildcards
+    result = copy_file(
+        Path(snakemake.input.dataset).parents[1],  # <dataset>/meta/info.json
+        w.part,
+        Path(snakemake.output.part),
+        parse_encoding(w.encoding),
+        fidelity_stride=snakemake.params.fidelity_stride,
+    )
+    write_json(snakemake.output.json, result, indent=None)
+    log.info(
+        "%s %s: %d frames, %.1f s, %d bytes",
+        w.encoding,
+        w.part,
+        result["frames"],
+        result["encode_s"],
+        result["bytes"],
+    )
