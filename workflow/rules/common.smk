@@ -21,7 +21,8 @@ from robopipe.layout import (
     CHECK_FILE,
     COPY_FILE,
     COPY_INFO,
-    COPY_STAGING,
+    COPY_PART,
+    COPY_PART_RESULT,
     JOB_STATS_FILE,
     LOG_FILE,
     PLAN_FILE,
@@ -608,25 +609,36 @@ def ceiling_input(wildcards):
     return PUBLISHED_INFO.format(dataset=wildcards.dataset)
 
 
-def copy_parts(wildcards):
-    """Every file one copy_file job writes for this copy: each planned mp4, or each data
-    parquet when the encoding moves frames into the data files."""
+def copy_part_names(wildcards):
+    """The files of a copy that one copy_file job each writes, relative to the dataset root:
+    each planned mp4, or each data parquet when the encoding moves frames into the data files.
+    """
     plan = plan_of(wildcards.dataset)
     if parse_encoding(wildcards.encoding).in_video_files:
-        parts = [
+        return [
             video_path(key, f.chunk, f.file)
             for key, files in plan.video_files.items()
             for f in files
         ]
-    else:
-        parts = [data_path(f.chunk, f.file) for f in plan.data_files]
-    root = COPY_STAGING.format(dataset=wildcards.dataset, encoding=wildcards.encoding)
-    return [f"{root}/{part}" for part in parts]
+    return [data_path(f.chunk, f.file) for f in plan.data_files]
+
+
+def copy_parts(wildcards):
+    """Every file the copy_file jobs of this copy write (in its staging folder)."""
+    return [
+        COPY_PART.format(dataset=wildcards.dataset, encoding=wildcards.encoding, part=p)
+        for p in copy_part_names(wildcards)
+    ]
 
 
 def copy_part_results(wildcards):
     """The measurement JSON of every copy_file job of this copy."""
-    return [f"{path}.json" for path in copy_parts(wildcards)]
+    return [
+        COPY_PART_RESULT.format(
+            dataset=wildcards.dataset, encoding=wildcards.encoding, part=p
+        )
+        for p in copy_part_names(wildcards)
+    ]
 
 
 def bench_settings(wildcards):

@@ -10,8 +10,8 @@ rule copy_file:
     input:
         dataset=PUBLISHED_INFO,
     output:
-        part=temp(COPY_STAGING + "/{part}"),
-        json=COPY_STAGING + "/{part}.json",
+        part=temp(COPY_PART),
+        json=COPY_PART_RESULT,
     log:
         LOG_FILE.format(dataset="{dataset}", step="copy_file/{encoding}/{part}"),
     benchmark:
