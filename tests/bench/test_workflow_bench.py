@@ -6,6 +6,7 @@ MATRIX = {
     "loader": ["robopipe_map", "robopipe_stream"],
     "source": ["local", "http"],
     "mode": ["single"],
+    "encoding": [None],  # the default config adds a jpeg90 copy
     "decode": ["cpu"],
     "workers": [1],
     "nodes": [1],

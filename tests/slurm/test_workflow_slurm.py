@@ -24,6 +24,7 @@ BENCH = {
         "loader": ["robopipe_map"],
         "source": ["local"],
         "mode": ["single"],
+        "encoding": [None],  # no copies (the default config adds jpeg90)
         "decode": ["cpu"],
         "workers": [0],
         "nodes": [1, 2],

@@ -30,6 +30,7 @@ def test_push_to_s3_then_bench_reads_the_pushed_copy(
                 "loader": ["robopipe_stream"],
                 "source": ["s3"],
                 "mode": ["single"],
+                "encoding": [None],  # no copies (the default config adds jpeg90)
                 "decode": ["cpu"],
                 "workers": [0],
                 "nodes": [1],
