@@ -30,7 +30,7 @@ from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import DatasetMeta
 from robopipe.loading.stored_frames import decode_image
 
-ROW_GROUP_BYTES = 1 << 18
+ROW_GROUP_BYTES = 1 << 20
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
 
 
@@ -117,6 +117,8 @@ def copy_data_file(
             row_group_size=max(1, int(ROW_GROUP_BYTES // max(row_bytes, 1))),
             compression="none",
             use_dictionary=[c for c in table.column_names if c not in columns],
+            # no min/max of frame bytes: 18,000 row groups' statistics cost a reader 160 MB
+            write_statistics=[c for c in table.column_names if c not in columns],
         )
     return {
         "frames": frames,
