@@ -34,7 +34,7 @@ plt.rcParams.update(
 )
 
 _PALETTE = plt.get_cmap("tab10").colors
-LOADER_COLOURS = {loader: _PALETTE[i] for i, loader in enumerate(LOADERS)}
+LOADER_COLOURS = {loader: _PALETTE[i % len(_PALETTE)] for i, loader in enumerate(LOADERS)}
 
 
 def loader_colour(loader: str):
