@@ -124,3 +124,16 @@ def test_fidelity_metrics():
     summary = fidelity.summary()
     assert summary["frames_compared"] == 2 and not summary["lossless"]
     assert summary["psnr_worst_db"] == pytest.approx(psnr(frame, noisy))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU: NVDEC decoding not tested")
+def test_cuda_decodes_the_h264_copy(v30, tmp_path):
+    make_copy(v30, tmp_path / "v3.0", tmp_path / "copy.json", "h264g2")
+    cpu = MapDataset(tmp_path / "v3.0")
+    cuda = MapDataset(tmp_path / "v3.0", decode_device="cuda")
+    cam = cpu.meta.video_keys[0]
+    for i in (0, len(cpu) // 2, len(cpu) - 1):
+        a, b = cpu[i][cam], cuda[i][cam]
+        assert b.device.type == "cuda" and b.shape == a.shape
+        assert (a.int() - b.cpu().int()).abs().float().mean() < 3  # NVDEC's colour conversion
+    assert cuda.reader.decoders.cpu_fallback is False
