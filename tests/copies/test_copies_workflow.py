@@ -41,9 +41,9 @@ def test_copies_rules(make_v21, tmp_path, run_snakemake):
     assert len(copy_jobs) == len(videos)
     data_jobs = sorted((results / "jobs/tiny/copy_file/jpeg90").rglob("*.tsv"))
     assert len(data_jobs) == len(list((results / "tiny/v3.0").glob("data/*/*.parquet")))
-    assert not (results / "tiny/copies/jpeg90/staging").exists() or not any(
-        (results / "tiny/copies/jpeg90/staging").rglob("*.parquet")
-    )  # the staged files are temporary
+    staged = results / "tiny/copies/jpeg90/staging/data/chunk-000/file-000.parquet"
+    published = results / "tiny/copies/jpeg90/v3.0/data/chunk-000/file-000.parquet"
+    assert staged.stat().st_ino == published.stat().st_ino  # a hard link: no second copy
     for encoding in ("jpeg90", "h264g2_24x32"):
         scenario = f"robopipe_map_local_single_e{encoding}_cpu_w1_n1"
         result = json.loads((results / f"bench/tiny/{scenario}.json").read_text())

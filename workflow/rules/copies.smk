@@ -2,7 +2,9 @@
 # frames in another representation (robopipe.copies.encodings), still a LeRobot v3.0 dataset.
 # One copy_file job per output file (each mp4, or each data parquet when frames move into the
 # data files), in parallel; copy_finish writes the metadata, links the unchanged files,
-# publishes the copy and writes copy.json (size, compression, encode time, PSNR/SSIM).
+# publishes the copy and writes copy.json (size, compression, encode time, PSNR/SSIM). The
+# published files are hard links to the staged ones (no second copy on disk; not temp(): with
+# the SLURM job groups, a temp() output made Snakemake's dry run fail after the plan checkpoint).
 # Every path is a template of robopipe.layout.
 
 
@@ -10,7 +12,7 @@ rule copy_file:
     input:
         dataset=PUBLISHED_INFO,
     output:
-        part=temp(COPY_PART),
+        part=COPY_PART,
         json=COPY_PART_RESULT,
     log:
         LOG_FILE.format(dataset="{dataset}", step="copy_file/{encoding}/{part}"),
