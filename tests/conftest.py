@@ -163,6 +163,22 @@ def dataset_tree(root: Path) -> dict[str, str]:
     }
 
 
+# bench settings for workflow tests: a few tiny batches, seconds per scenario
+QUICK_BENCH = {
+    "batch_size": 4,
+    "warmup_batches": 2,
+    "steady_s": 0.5,
+    "probe_samples": 8,
+    "ceiling_frames": 10,
+}
+
+
+@pytest.fixture(scope="session")
+def quick_bench():
+    """``config["bench"]`` settings (no matrix) that make each scenario take about a second."""
+    return dict(QUICK_BENCH)
+
+
 @pytest.fixture(scope="session")
 def file_tree():
     """``file_tree(root) -> {relative path: sha256}``: see :func:`dataset_tree`."""

@@ -14,17 +14,13 @@ MATRIX = {
 }
 
 
-def test_bench_rules(make_v21, tmp_path, run_snakemake):
+def test_bench_rules(make_v21, tmp_path, run_snakemake, quick_bench):
     source = make_v21(episodes=6, cameras=2, fps=10, min_length=12, max_length=30)
     config = {
         "datasets": {"tiny": {"path": str(source), "conversion": {"video_file_size_in_mb": 0.02}}},
         "bench": {
             "matrix": MATRIX,
-            "batch_size": 4,
-            "warmup_batches": 2,
-            "steady_s": 0.5,
-            "probe_samples": 8,
-            "ceiling_frames": 10,
+            **quick_bench,
         },
     }
     run_snakemake(tmp_path, config, "--cores", "2", "bench")

@@ -13,7 +13,7 @@ SCENARIO = "robopipe_stream_s3_single_cpu_w0_n1"
 
 
 def test_push_to_s3_then_bench_reads_the_pushed_copy(
-    make_v21, s3_server, tmp_path, run_snakemake, file_tree
+    make_v21, s3_server, tmp_path, run_snakemake, file_tree, quick_bench
 ):
     source = make_v21(episodes=6, cameras=2, fps=10, min_length=12, max_length=30)
     url = s3_server.url("lerobot/tiny")
@@ -37,10 +37,7 @@ def test_push_to_s3_then_bench_reads_the_pushed_copy(
             },
             "sources": {"s3": s3_server.url("lerobot/{dataset}")},
             "storage_options": {"s3": s3_server.storage_options},
-            "batch_size": 4,
-            "warmup_batches": 2,
-            "steady_s": 0.5,
-            "probe_samples": 8,
+            **quick_bench,
         },
     }
     dry = run_snakemake(tmp_path, config, "push", "-n", "--quiet", "rules")
