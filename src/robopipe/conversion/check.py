@@ -43,6 +43,7 @@ from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import (
     STATS_FIX,
     V21Source,
+    declared_stream,
     episode_index_problems,
     info_problem,
     normalise_template,
@@ -597,21 +598,8 @@ class _EpisodeChecker:
             )
 
     def _declared(self, key: str) -> dict:
-        """What ``info.json`` says of camera ``key``'s stream (None where it says nothing):
-        ``codec``, ``width``, ``height``, ``pix_fmt`` and ``fps``. The shape may be
-        channel-last ``[H, W, C]`` or channel-first ``[C, H, W]``."""
-        spec = self.source.info["features"][key]
-        info = spec.get("info") or {}
-        shape = list(spec.get("shape") or [])
-        channel_first = len(shape) == 3 and shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)
-        height, width = (shape[1], shape[2]) if channel_first else (shape[:2] + [None, None])[:2]
-        return {
-            "codec": info.get("video.codec"),
-            "width": info.get("video.width", width),
-            "height": info.get("video.height", height),
-            "pix_fmt": info.get("video.pix_fmt"),
-            "fps": Fraction(info.get("video.fps", self.source.fps)),
-        }
+        """What ``info.json`` says of camera ``key``'s stream (:func:`declared_stream`)."""
+        return declared_stream(self.source.info, key)
 
     def _stream_problems(self, episode, key, rel, params) -> list[Problem]:
         """The stream against what info.json declares."""

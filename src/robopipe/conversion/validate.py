@@ -34,19 +34,12 @@ import pyarrow.parquet as pq
 from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.conversion.repairs import episode_task_index, repair_table, repairs_of
 from robopipe.conversion.shard import timestamp_error
-from robopipe.formats.v21_reader import V21Source
+from robopipe.formats.v21_reader import V21Source, declared_stream
 from robopipe.formats.v30_reader import read_data_file, read_meta
 from robopipe.layout import DEFAULT_TOLERANCE_S, INFO_PATH, data_path, video_path
 from robopipe.video import MP4, FrameReader, PacketDigest, StreamParams, VideoError
 
 FRAME_MODES = ("sample", "all")
-# info.json video feature fields and the StreamParams attribute each must equal
-DECLARED_STREAM = {
-    "video.codec": "codec",
-    "video.height": "height",
-    "video.width": "width",
-    "video.pix_fmt": "pix_fmt",
-}
 
 
 def validate_data_file(
@@ -203,12 +196,11 @@ def _check_packets(
                 f"stream {params.describe()} differs from the source's {landed['stream']}",
                 file=rel,
             )
-        declared = source.info["features"][video_key].get("info", {})
-        for field, attribute in DECLARED_STREAM.items():
-            if field in declared and declared[field] != getattr(params, attribute):
+        declared = declared_stream(source.info, video_key)
+        for what in ("codec", "width", "height", "pix_fmt"):
+            if declared[what] is not None and declared[what] != getattr(params, what):
                 raise source.error(
-                    f"{field} is {getattr(params, attribute)} but info.json declares "
-                    f"{declared[field]}",
+                    f"{what} is {getattr(params, what)} but info.json declares {declared[what]}",
                     file=rel,
                 )
         demuxed = (p for p in container.demux(stream) if p.dts is not None)
@@ -349,9 +341,8 @@ def _load_first_and_last_frames(source: V21Source, plan: Plan, root: Path) -> in
     tolerance_s = plan.options.tolerance_s
     looked_up = 0
     for key in plan.video_keys:
-        declared = meta.info["features"][key]  # what a loader sizes its frames by
-        height = declared.get("info", {}).get("video.height", declared["shape"][0])
-        width = declared.get("info", {}).get("video.width", declared["shape"][1])
+        declared = declared_stream(meta.info, key)  # what a loader sizes its frames by
+        height, width = declared["height"], declared["width"]
         held: dict[tuple[int, int], list[PlannedEpisode]] = {}
         for ep in plan.episodes:
             held.setdefault(ep.videos[key], []).append(ep)

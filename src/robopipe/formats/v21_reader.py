@@ -15,6 +15,7 @@ import json
 import string
 from collections import Counter
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from robopipe.errors import DatasetError
@@ -138,6 +139,26 @@ class V21Source:
         if file is not None and Path(file).is_relative_to(self.root):
             file = Path(file).relative_to(self.root)
         return DatasetError(self.name, message, episode=episode, file=file)
+
+
+def declared_stream(info: dict, video_key: str) -> dict:
+    """What ``info.json`` (v2.1 or v3.0: the features are the same) declares of camera
+    ``video_key``'s stream: ``codec`` (FFmpeg's canonical name), ``width`` and ``height``
+    (pixels), ``pix_fmt`` and ``fps`` (a Fraction), None where it says nothing. The size
+    comes from ``video.width``/``video.height``, else from the shape, which may be
+    channel-last ``[H, W, C]`` or channel-first ``[C, H, W]``."""
+    spec = info["features"][video_key]
+    video = spec.get("info") or {}
+    shape = list(spec.get("shape") or [])
+    channel_first = len(shape) == 3 and shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4)
+    height, width = (shape[1], shape[2]) if channel_first else (shape[:2] + [None, None])[:2]
+    return {
+        "codec": video.get("video.codec"),
+        "width": video.get("video.width", width),
+        "height": video.get("video.height", height),
+        "pix_fmt": video.get("video.pix_fmt"),
+        "fps": Fraction(video.get("video.fps", info["fps"])),
+    }
 
 
 def load_source(root: str | Path, name: str, *, template_placeholders: bool = False) -> V21Source:
