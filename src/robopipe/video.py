@@ -12,16 +12,21 @@ starting at ``offset`` ticks lands exactly at ``offset * time_base`` seconds, th
 from __future__ import annotations
 
 import hashlib
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import av
 import numpy as np
+import xxhash
 
 # Open mp4s with FFmpeg's mov/mp4 demuxer named, skipping format probing (a quarter of the
 # cost of opening a small file; LeRobot videos are always mp4).
 MP4 = "mp4"
+
+# a packet's (pts, dts, keyframe) as the timing digest hashes them
+_TIMING = struct.Struct("<qq?")
 
 
 class VideoError(Exception):
@@ -63,29 +68,34 @@ class StreamParams:
 
 
 class PacketDigest:
-    """SHA-256 digests of a run of video packets: ``payload`` over their bytes, ``timing`` over
-    their (pts, dts, keyframe) in the input's own ticks, so a copy shifted by ``offset`` ticks
-    digests the same once the shift is taken off."""
+    """Digests of a run of video packets: ``payload`` over their bytes, ``timing`` over their
+    (pts, dts, keyframe) in the input's own ticks, so a copy shifted by ``offset`` ticks
+    digests the same once the shift is taken off.
+
+    The digest is XXH3-128 (``xxhash``): it proves that the output holds the bytes read from
+    the source, against corruption and mistakes, not against an adversary, and runs at memory
+    speed where SHA-256 costs about 2.5 s per GB, as much as the remux itself.
+    """
 
     def __init__(self) -> None:
         self.packets = 0
-        self._payload = hashlib.sha256()
-        self._timing = hashlib.sha256()
+        self._payload = xxhash.xxh3_128()
+        self._timing = xxhash.xxh3_128()
 
     def add(self, packet, offset: int = 0) -> None:
         """Account for ``packet`` whose timestamps are the input's plus ``offset`` ticks."""
         self.packets += 1
         self._payload.update(memoryview(packet))
         self._timing.update(
-            f"{packet.pts - offset},{packet.dts - offset},{int(packet.is_keyframe)};".encode()
+            _TIMING.pack(packet.pts - offset, packet.dts - offset, packet.is_keyframe)
         )
 
     def as_dict(self) -> dict:
-        """``{"packets", "payload_sha256", "timing_sha256"}``."""
+        """``{"packets", "payload_xxh3", "timing_xxh3"}`` (128-bit digests in hex)."""
         return {
             "packets": self.packets,
-            "payload_sha256": self._payload.hexdigest(),
-            "timing_sha256": self._timing.hexdigest(),
+            "payload_xxh3": self._payload.hexdigest(),
+            "timing_xxh3": self._timing.hexdigest(),
         }
 
 

@@ -196,7 +196,7 @@ def test_video_validation_catches_a_changed_packet(make_v21, tmp_path):
     at = data.index(b"mdat") + 200  # inside the first packets' payload
     data[at] ^= 0xFF
     path.write_bytes(bytes(data))
-    with pytest.raises(DatasetError, match="payload_sha256") as caught:
+    with pytest.raises(DatasetError, match="payload_xxh3") as caught:
         validate_video_file(source, plan, root, key, 0, 0, record)
     assert caught.value.episode == 0
 

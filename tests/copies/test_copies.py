@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from robopipe.copies import make_copy, parse_encoding
+from robopipe.copies.encodings import parse_encoding
 from robopipe.copies.fidelity import Fidelity, psnr, ssim
+from robopipe.copies.make import make_copy
 from robopipe.loading import MapDataset, StreamingDataset
 
 # encoding -> (frame height, width) at the source's 48x64, lossless?

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from robopipe.copies import make_copy
+from robopipe.copies.make import make_copy
 from robopipe.loading import MapDataset
 
 REPO = Path(__file__).resolve().parents[2]

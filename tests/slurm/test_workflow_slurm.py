@@ -135,8 +135,7 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources_and_group(
             jobs[-1][1].setdefault(match.group(1), match.group(2))
     seen = {rule for rule, _ in jobs}
     convert_rules = {
-        "source_check", "plan", "shard", "aggregate_data", "aggregate_video", "validate_data",
-        "validate_video", "meta", "validate",
+        "source_check", "plan", "shard", "aggregate_data", "aggregate_video", "meta", "validate",
     }  # fmt: skip
     assert convert_rules | {"publish", "bench_scenario"} <= seen
     assert sum(rule == "shard" for rule, _ in jobs) == 2
@@ -153,8 +152,7 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources_and_group(
     if slurm:
         assert {rule: groups[rule] for rule in convert_rules | {"publish"}} == {
             "source_check": None, "plan": None, "shard": "shards", "aggregate_data": "aggregates",
-            "aggregate_video": "aggregates", "validate_data": "aggregates",
-            "validate_video": "aggregates", "meta": "finish", "validate": "finish",
+            "aggregate_video": "aggregates", "meta": "finish", "validate": "finish",
             "publish": "finish",
         }  # fmt: skip
     else:

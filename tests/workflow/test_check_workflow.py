@@ -42,7 +42,6 @@ def test_a_changed_source_file_reruns_only_its_jobs(make_v21, tmp_path, run_snak
         "source_check": 1,
         "shard": 1,
         "aggregate_data": 1,
-        "validate_data": 1,
         "validate": 1,
         "publish": 1,
         "convert": 1,

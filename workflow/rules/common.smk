@@ -206,8 +206,6 @@ LARGE_DATASET_GROUPS = {
     "shard": "shards",
     "aggregate_data": "aggregates",
     "aggregate_video": "aggregates",
-    "validate_data": "aggregates",
-    "validate_video": "aggregates",
     "meta": "finish",
     "validate": "finish",
     "publish": "finish",
@@ -410,7 +408,7 @@ def staged_files(wildcards):
 
 
 def validation_reports(wildcards):
-    """Every final file's validation report (rules validate_data and validate_video)."""
+    """Every final file's validation report (rules aggregate_data and aggregate_video)."""
     plan = plan_of(wildcards.dataset)
     reports = [
         VALIDATED_DATA_FILE.format(
@@ -496,13 +494,7 @@ def conversion_benchmarks(name):
     ]
     for key, files in plan.video_files.items():
         for f in files:
-            steps += [
-                f"{rule}/{key}_chunk-{f.chunk:03d}_file-{f.file:03d}"
-                for rule in ("aggregate_video", "validate_video")
-            ]
-    steps += [
-        f"validate_data/chunk-{f.chunk:03d}_file-{f.file:03d}" for f in plan.data_files
-    ]
+            steps.append(f"aggregate_video/{key}_chunk-{f.chunk:03d}_file-{f.file:03d}")
     return [JOB_STATS_FILE.format(dataset=name, step=step) for step in steps]
 
 

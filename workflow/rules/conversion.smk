@@ -1,4 +1,5 @@
-# v2.1 -> v3.0: check, plan, one job per shard, one per final file, meta, validate, publish.
+# v2.1 -> v3.0: check, plan, one job per shard, one per final file (which writes the file and
+# then proves it against the source), meta, validate, publish.
 # Every path is a template of robopipe.layout, shared with the code.
 #
 # A local source's files are inputs of the jobs that read them, with their size and mtime in
@@ -75,11 +76,16 @@ rule shard:
         "../scripts/shard.py"
 
 
+# Each final-file job writes its file, then proves it against the source in the same process
+# while it is in the page cache (robopipe.conversion.validate): every row of a data file, every
+# packet of a video file. A file that fails is deleted with the job's outputs.
 rule aggregate_data:
     input:
-        data_file_shards,
+        plan=PLAN_FILE,
+        shards=data_file_shards,
     output:
-        STAGED_DATA_FILE,
+        data=STAGED_DATA_FILE,
+        report=VALIDATED_DATA_FILE,
     log:
         LOG_FILE.format(
             dataset="{dataset}", step="aggregate_data/chunk-{chunk}_file-{file}"
@@ -103,6 +109,7 @@ rule aggregate_video:
     output:
         video=STAGED_VIDEO_FILE,
         episodes=VIDEO_EPISODES_FILE,
+        report=VALIDATED_VIDEO_FILE,
     log:
         LOG_FILE.format(
             dataset="{dataset}",
@@ -143,55 +150,8 @@ rule meta:
         "../scripts/meta.py"
 
 
-# Each final file is validated by a job of its own as soon as it exists; `validate` then checks
-# the staged dataset as a whole (meta rows, and robopipe's loader reads every video file).
-rule validate_data:
-    input:
-        plan=PLAN_FILE,
-        data=STAGED_DATA_FILE,
-    output:
-        VALIDATED_DATA_FILE,
-    log:
-        LOG_FILE.format(
-            dataset="{dataset}", step="validate_data/chunk-{chunk}_file-{file}"
-        ),
-    benchmark:
-        JOB_STATS_FILE.format(
-            dataset="{dataset}", step="validate_data/chunk-{chunk}_file-{file}"
-        )
-    group:
-        slurm_group("validate_data")
-    conda:
-        ROBOPIPE_ENV
-    script:
-        "../scripts/validate_data.py"
-
-
-rule validate_video:
-    input:
-        plan=PLAN_FILE,
-        video=STAGED_VIDEO_FILE,
-        episodes=VIDEO_EPISODES_FILE,
-    output:
-        VALIDATED_VIDEO_FILE,
-    log:
-        LOG_FILE.format(
-            dataset="{dataset}",
-            step="validate_video/{video_key}_chunk-{chunk}_file-{file}",
-        ),
-    benchmark:
-        JOB_STATS_FILE.format(
-            dataset="{dataset}",
-            step="validate_video/{video_key}_chunk-{chunk}_file-{file}",
-        )
-    group:
-        slurm_group("validate_video")
-    conda:
-        ROBOPIPE_ENV
-    script:
-        "../scripts/validate_video.py"
-
-
+# `validate` checks the staged dataset as a whole (meta rows, and the first and last frame of
+# every video file looked up as a loader does) once every final file has proven itself.
 rule validate:
     input:
         plan=PLAN_FILE,

@@ -3,7 +3,8 @@
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.copies import copy_file, parse_encoding
+from robopipe.copies.encodings import parse_encoding
+from robopipe.copies.make import copy_file
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from robopipe.copies import finish_copy, parse_encoding
+from robopipe.copies.encodings import parse_encoding
+from robopipe.copies.finish import finish_copy
 from robopipe.jobs import logged
 
 with logged(snakemake) as log:

@@ -57,8 +57,8 @@ def aggregate_video(
     at the sum of the earlier episodes' stream durations, in ticks, exactly the
     ``from_timestamp`` the episodes metadata records (:func:`robopipe.video.concat_videos`).
     ``episodes_json`` receives ``{"video_key", "time_base", "stream", "episodes":
-    [{"episode_index", "offset_ticks", "duration_ticks", "packets", "payload_sha256",
-    "timing_sha256"}]}``: where each episode landed (for the meta job) and the digests of the
+    [{"episode_index", "offset_ticks", "duration_ticks", "packets", "payload_xxh3",
+    "timing_xxh3"}]}``: where each episode landed (for the meta job) and the digests of the
     source packets it copied (for :func:`robopipe.conversion.validate.validate_video_file`).
 
     Raises:

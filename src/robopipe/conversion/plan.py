@@ -9,7 +9,10 @@ and columns), video sizes the mp4's size on disk, both in MiB. ``(chunk, file)``
 :func:`robopipe.layout.next_chunk_file`.
 
 Shards group at most ``episodes_per_shard`` consecutive episodes and never straddle a final
-file of any stream, so each final file is made from whole shards.
+data file, so each data file is made from whole shards. They pack rows only: each video file is
+remuxed straight from its episodes' mp4s, so a shard may span video files (cutting shards at
+every 200 MB video file would start a process per video file for a few hundred milliseconds
+of parquet work).
 
 The plan reads only metadata (``meta/*.json*``, parquet footers, file sizes), so it is cheap
 enough to compute while Snakemake builds the DAG.
@@ -28,7 +31,7 @@ from robopipe.formats.v21_reader import V21Source, load_source
 from robopipe.layout import data_path, next_chunk_file, video_path
 
 MIB = 2**20
-PLAN_VERSION = 2
+PLAN_VERSION = 3
 
 
 @dataclass(frozen=True)
@@ -71,12 +74,13 @@ class Shard:
 
 @dataclass(frozen=True)
 class PlannedFile:
-    """One final data or video file: ``chunk-{chunk:03d}/file-{file:03d}`` and the shards,
-    in order, whose episodes it holds."""
+    """One final data or video file: ``chunk-{chunk:03d}/file-{file:03d}`` and, for a data
+    file, the shards whose rows it holds, in order (a video file has none: it is remuxed from
+    the episode mp4s)."""
 
     chunk: int
     file: int
-    shards: tuple[str, ...]
+    shards: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -292,11 +296,8 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
         total_frames=start,
         episodes=episodes,
         shards=shards,
-        data_files=_files_of_stream(episodes, shards, lambda e: e.data),
-        video_files={
-            key: _files_of_stream(episodes, shards, lambda e, k=key: e.videos[k])
-            for key in source.video_keys
-        },
+        data_files=_data_files(episodes, shards),
+        video_files={key: _video_files(episodes, key) for key in source.video_keys},
     )
 
 
@@ -325,33 +326,33 @@ def assign_files(sizes_mb: list[float], limit_mb: float, chunks_size: int) -> li
 def make_shards(episodes: list[PlannedEpisode], episodes_per_shard: int) -> list[Shard]:
     """Cut the episodes into shards of at most ``episodes_per_shard`` consecutive episodes.
 
-    A new shard starts wherever the data file or any camera's file changes, so no shard
-    straddles a final file. Shard ids are ``shard-NNNNNN`` in episode order.
+    A new shard starts wherever the data file changes, so no shard straddles a data file.
+    Shard ids are ``shard-NNNNNN`` in episode order.
 
     Raises:
         ValueError: ``episodes_per_shard`` is below 1.
     """
     if episodes_per_shard < 1:
         raise ValueError(f"episodes_per_shard must be >= 1, got {episodes_per_shard}")
-    bounds, first, previous = [], 0, None
-    for ep in episodes:
-        files = (ep.data, *ep.videos.values())
+    bounds, first = [], 0
+    for ep in episodes[1:]:
         index = ep.episode_index
-        if previous is not None and (files != previous or index - first >= episodes_per_shard):
+        if ep.data != episodes[index - 1].data or index - first >= episodes_per_shard:
             bounds.append((first, index))
             first = index
-        previous = files
     bounds.append((first, episodes[-1].episode_index + 1))
     return [Shard(f"shard-{i:06d}", lo, hi) for i, (lo, hi) in enumerate(bounds)]
 
 
-def _files_of_stream(
-    episodes: list[PlannedEpisode], shards: list[Shard], file_of
-) -> list[PlannedFile]:
+def _data_files(episodes: list[PlannedEpisode], shards: list[Shard]) -> list[PlannedFile]:
     files: dict[tuple[int, int], list[str]] = {}
     for shard in shards:
-        files.setdefault(file_of(episodes[shard.first]), []).append(shard.id)
+        files.setdefault(episodes[shard.first].data, []).append(shard.id)
     return [PlannedFile(c, f, tuple(ids)) for (c, f), ids in files.items()]
+
+
+def _video_files(episodes: list[PlannedEpisode], key: str) -> list[PlannedFile]:
+    return [PlannedFile(c, f) for c, f in dict.fromkeys(e.videos[key] for e in episodes)]
 
 
 def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, float]:

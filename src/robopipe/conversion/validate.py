@@ -1,7 +1,8 @@
 """Validate a converted v3.0 dataset against its plan and its v2.1 source, file by file.
 
-Each final file is proven by construction, in a job of its own that runs as soon as the file
-exists:
+Each final file is proven by construction by the job that wrote it, as soon as it is written:
+the file is read back from disk and compared with what was read from the source. Each report
+gives the ``seconds`` the check took, so the cost of verification stays visible.
 
 - :func:`validate_data_file`: every row equals the source's, column by column (``index`` and
   ``episode_index`` as renumbered, ``timestamp`` as restamped), ``index`` is the global row
@@ -23,6 +24,7 @@ these is never published.
 from __future__ import annotations
 
 import json
+import time
 from fractions import Fraction
 from pathlib import Path
 
@@ -55,11 +57,12 @@ def validate_data_file(
     against the source episodes the plan put in it.
 
     Returns:
-        ``{"file", "episodes", "rows"}``.
+        ``{"file", "episodes", "rows", "seconds"}`` (``seconds``: wall time of this check).
 
     Raises:
         DatasetError: naming the episode and file of the first difference.
     """
+    start = time.perf_counter()
     rel = data_path(chunk, file)
     episodes = [e for e in plan.episodes if e.data == (chunk, file)]
     try:
@@ -81,7 +84,8 @@ def validate_data_file(
     for ep in episodes:
         rows = table.slice(ep.dataset_from_index - first, ep.length)
         _check_episode_rows(source, plan, ep, rows, rel, tolerance_s)
-    return {"file": rel, "episodes": len(episodes), "rows": table.num_rows}
+    seconds = round(time.perf_counter() - start, 3)
+    return {"file": rel, "episodes": len(episodes), "rows": table.num_rows, "seconds": seconds}
 
 
 def _check_episode_rows(
@@ -147,7 +151,8 @@ def validate_video_file(
     source's, bit for bit in the native pixel format.
 
     Returns:
-        ``{"file", "episodes", "packets", "frames_compared"}``.
+        ``{"file", "episodes", "packets", "frames_compared", "seconds"}`` (``seconds``: wall
+        time of this check).
 
     Raises:
         DatasetError: naming the episode and file of the first difference.
@@ -155,6 +160,7 @@ def validate_video_file(
     """
     if frames not in FRAME_MODES:
         raise ValueError(f"frames must be one of {FRAME_MODES}, got {frames!r}")
+    start = time.perf_counter()
     rel = video_path(video_key, chunk, file)
     landed = json.loads(Path(episodes_json).read_text("utf-8"))
     records = landed["episodes"]
@@ -176,6 +182,7 @@ def validate_video_file(
         "episodes": len(episodes),
         "packets": packets,
         "frames_compared": compared,
+        "seconds": round(time.perf_counter() - start, 3),
     }
 
 
