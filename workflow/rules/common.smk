@@ -314,7 +314,7 @@ def _signatures(name, paths):
 
 
 def shard_source_files(wildcards):
-    """input of shard: the parquets of the shard's episodes (a local source)."""
+    """The parquets of the shard's episodes (a local source)."""
     name = wildcards.dataset
     if source_kind(name) != "path":
         return []
@@ -329,7 +329,7 @@ def shard_signatures(wildcards):
 
 
 def video_source_files(wildcards):
-    """input of aggregate_video: the mp4s of the file's episodes (a local source)."""
+    """The mp4s of the episodes of an aggregate_video job's file (a local source)."""
     if source_kind(wildcards.dataset) != "path":
         return []
     by_file = _source_videos_by_file(wildcards.dataset, wildcards.video_key)
