@@ -56,6 +56,19 @@ def test_a_changed_source_file_reruns_only_its_jobs(make_v21, tmp_path, run_snak
         {"kind": n["kind"], "file": n["file"]} for n in check["notes"]
     ]
 
+    # an episode's mp4 rewritten (same bytes, new mtime): only its camera's video file is redone
+    mp4 = next(root.glob("videos/chunk-000/*/episode_000004.mp4"))
+    mp4.write_bytes(mp4.read_bytes())
+    result = run_snakemake(tmp_path / "run", config, "--cores", "2", "-n", "convert")
+    assert _jobs(result.stdout + result.stderr) == {
+        "source_check": 1,
+        "aggregate_video": 1,
+        "meta": 1,
+        "validate": 1,
+        "publish": 1,
+        "convert": 1,
+    }
+
 
 def test_check_reports_every_problem_and_publishes_nothing(make_v21, tmp_path, run_snakemake):
     root = tmp_path / "src"
