@@ -67,6 +67,9 @@ rule shard:
         LOG_FILE.format(dataset="{dataset}", step="shard/{shard}"),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="shard/{shard}")
+    # The rows go shards -> data file, a chain, while video files are independent jobs: start
+    # the chain early so that it does not hold up validate after the last video file.
+    priority: 50
     group:
         slurm_group("shard")
     conda:
@@ -95,6 +98,7 @@ rule aggregate_data:
         JOB_STATS_FILE.format(
             dataset="{dataset}", step="aggregate_data/chunk-{chunk}_file-{file}"
         )
+    priority: 50
     group:
         slurm_group("aggregate_data")
     conda:
