@@ -18,7 +18,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
@@ -133,9 +132,8 @@ def _episode_table(
         index_type = table.schema.field("index").type
         start = ep.dataset_from_index
         table = _set_column(table, "index", pa.array(np.arange(start, start + n), index_type))
-        episode = pc.cast(
-            pa.array(np.full(n, ep.episode_index)), table.schema.field("episode_index").type
-        )
+        episode_type = table.schema.field("episode_index").type
+        episode = pa.array(np.full(n, ep.episode_index), episode_type)
         table = _set_column(table, "episode_index", episode)
     return table
 
