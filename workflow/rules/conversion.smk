@@ -28,7 +28,10 @@ rule source_check:
         slurm_group("source_check")
     conda:
         ROBOPIPE_ENV
-    threads: 4  # footer reads and mp4 opens, one episode per thread
+    # Episodes are checked in a thread pool, which pays off only where opening a file waits on a
+    # network filesystem (the SLURM profile sets 2): on local disks one thread is as fast, and
+    # leaves the other cores to the plan and shard jobs.
+    threads: 1
     params:
         source=source_of,
         options=conversion_of,
