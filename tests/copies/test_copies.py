@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import tracemalloc
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +15,7 @@ import torch
 from robopipe.copies.encodings import parse_encoding
 from robopipe.copies.fidelity import Fidelity, psnr, ssim
 from robopipe.copies.make import make_copy
+from robopipe.formats.v30_reader import read_data_file, read_meta
 from robopipe.loading import MapDataset, StreamingDataset
 
 # encoding -> (frame height, width) at the source's 48x64, lossless?
@@ -76,6 +79,21 @@ def test_raw_frames_are_the_source_frames(v30, tmp_path):
     assert info["features"][cam]["dtype"] == "image" and info["video_path"] is None
     for i in (0, len(source) // 2, len(source) - 1):
         assert torch.equal(source[i][cam].float() / 255, copy[i][cam])
+
+
+def test_data_columns_are_read_without_the_frames(v30, tmp_path):
+    """A loader reads a raw copy's data columns without reading its frames into memory (the
+    whole file once cost a 2.7 GB peak on cr5's raw_224 copy)."""
+    make_copy(v30, tmp_path / "v3.0", tmp_path / "copy.json", "raw")
+    meta = read_meta(tmp_path / "v3.0")
+    relative = meta.data_file(0)
+    size = Path(meta.path(relative)).stat().st_size
+    tracemalloc.start()
+    columns = read_data_file(meta, relative)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert set(columns) == set(meta.data_keys)
+    assert peak < size / 4, f"reading the data columns peaked at {peak} B of a {size} B file"
 
 
 def test_windows_read_stored_frames(v30, tmp_path):
