@@ -30,12 +30,20 @@ from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
 from robopipe.bench.servers import serve_http, serve_s3
 from robopipe.layout import DEFAULT_TOLERANCE_S
-from robopipe.loading import MapDataset, StreamingDataset, mode_delta_timestamps, read_meta
+from robopipe.loading import (
+    MapDataset,
+    StreamingDataset,
+    collate,
+    mode_delta_timestamps,
+    read_meta,
+)
 from robopipe.ranks import current_node
 from robopipe.results import write_scenario_result
 
 log = logging.getLogger(__name__)
 LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")
+PREFETCH_FACTOR = 2  # batches in flight per DataLoader worker (PyTorch's default)
+BATCH_BUFFERS = PREFETCH_FACTOR + 2  # the map-style loader's rule (robopipe.loading.batches)
 
 
 @dataclass
@@ -204,6 +212,8 @@ def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -
         kwargs.update(
             rank=rank, world_size=world_size, shuffle_buffer=settings.shuffle_buffer, seed=0
         )
+    else:
+        kwargs.update(batch_buffers=BATCH_BUFFERS)
     dataset_cls = StreamingDataset if stream else MapDataset
     ds = dataset_cls(url, **kwargs)
     if stream:
@@ -215,6 +225,8 @@ def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -
         num_workers=scenario.workers,
         persistent_workers=scenario.workers > 0,
         multiprocessing_context="spawn" if scenario.decode == "cuda" and scenario.workers else None,
+        collate_fn=collate,
+        prefetch_factor=PREFETCH_FACTOR if scenario.workers else None,
     )
     measured = measure_throughput(
         lambda loader=loader: loader,

@@ -4,8 +4,16 @@ Items have LeRobotDataset's keys and shapes; see ``robopipe.loading.items``.
 """
 
 from robopipe.formats.v30_reader import DatasetMeta, read_meta
+from robopipe.loading.batches import collate
 from robopipe.loading.map_dataset import MapDataset
 from robopipe.loading.streaming import StreamingDataset
 from robopipe.loading.windows import mode_delta_timestamps
 
-__all__ = ["DatasetMeta", "MapDataset", "StreamingDataset", "mode_delta_timestamps", "read_meta"]
+__all__ = [
+    "DatasetMeta",
+    "MapDataset",
+    "StreamingDataset",
+    "collate",
+    "mode_delta_timestamps",
+    "read_meta",
+]

@@ -9,6 +9,7 @@ import torch.utils.data
 
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_data_file
+from robopipe.loading.batches import BatchBuffers, FrameBatch
 from robopipe.loading.items import ItemReader
 
 
@@ -20,15 +21,32 @@ class MapDataset(torch.utils.data.Dataset):
     only; frames are decoded on access). DataLoader workers share those arrays (fork) and
     each opens its own decoders and camera thread pool.
 
+    A DataLoader fetches a batch with ``__getitems__``. With ``batch_buffers=k`` it copies the
+    batch's frames into a shared-memory buffer reused every ``k`` batches
+    (``robopipe.loading.batches``), and ``collate_fn=robopipe.loading.collate`` hands that
+    buffer on instead of stacking the frames into new shared memory: on cr5 (640x480) that
+    saves about 0.9 CPU ms per sample. Frames then come in ``torch.channels_last`` memory
+    format, and a batch's frames are overwritten ``k`` batches of its worker later: keep
+    ``k >= prefetch_factor + 2`` (4 with the DataLoader's default) and clone frames kept longer
+    than the next batch.
+
+    Example::
+
+        ds = MapDataset("results/demo/v3.0", batch_buffers=4)
+        loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=2, collate_fn=collate)
+
     Args:
         url: dataset root (a local path, or any fsspec URL).
         name: dataset name for error messages (default: the folder name).
         storage_options: fsspec options for ``url``.
+        batch_buffers: shared-memory batch buffers per process and camera, 0 for none
+            (frames collated by the DataLoader as usual); ignored with ``decode_device="cuda"``.
         **item_options: ``ItemReader``'s keywords (``delta_timestamps``, ``image_dtype``,
             ``decode_device``, ``tolerance_s``, ``decoder_cache_size``, ``seek_mode``).
 
     Raises:
         DatasetError: missing or inconsistent files (``index`` column not 0..n-1).
+        ValueError: ``batch_buffers`` < 0, or a bad item option.
     """
 
     def __init__(
@@ -37,13 +55,18 @@ class MapDataset(torch.utils.data.Dataset):
         *,
         name: str | None = None,
         storage_options: dict | None = None,
+        batch_buffers: int = 0,
         **item_options,
     ) -> None:
+        if batch_buffers < 0:
+            raise ValueError(f"batch_buffers must be >= 0, got {batch_buffers}")
         self.reader = ItemReader.from_url(
             url, name=name, storage_options=storage_options, **item_options
         )
         self.meta = self.reader.meta
         self.columns = _read_all_data(self.meta)
+        on_cpu = item_options.get("decode_device", "cpu") == "cpu"
+        self.buffers = BatchBuffers(batch_buffers) if batch_buffers and on_cpu else None
 
     @property
     def counters(self):
@@ -63,6 +86,19 @@ class MapDataset(torch.utils.data.Dataset):
         rows = {key: column[lo:hi] for key, column in self.columns.items()}
         self.reader.counters.add("fetch_s", time.perf_counter() - start)
         return self.reader.item(episode, rows, index - lo)
+
+    def __getitems__(self, indices: list[int]) -> list[dict]:
+        """The items at ``indices`` (a DataLoader's batch); with ``batch_buffers``, a
+        ``FrameBatch`` whose frames are in this process's next batch buffer."""
+        items = [self[int(i)] for i in indices]
+        if self.buffers is None or not items:
+            return items
+        frames = {}
+        for cam in self.meta.camera_keys:
+            frames[cam] = self.buffers.put(cam, [item[cam] for item in items])
+            for item, frame in zip(items, frames[cam], strict=True):
+                item[cam] = frame
+        return FrameBatch(items, frames)
 
 
 def _read_all_data(meta) -> dict[str, np.ndarray]:

@@ -1,0 +1,63 @@
+"""Batches built in reused shared-memory buffers equal the DataLoader's usual batches."""
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, default_collate
+
+from robopipe.loading import MapDataset, collate
+
+WINDOW = {"observation.images.front": [-0.2, 0.0], "observation.state": [-0.1, 0.0]}
+
+
+def batches(root, workers, batch_buffers, **options):
+    ds = MapDataset(root, batch_buffers=batch_buffers, **options)
+    order = torch.randperm(len(ds), generator=torch.Generator().manual_seed(0)).tolist()
+    loader = DataLoader(ds, batch_size=5, sampler=order, num_workers=workers, collate_fn=collate)
+    return [{k: v.clone() if torch.is_tensor(v) else v for k, v in b.items()} for b in loader]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"image_dtype": "float32"}, {"delta_timestamps": WINDOW}],
+    ids=["uint8", "float32", "window"],
+)
+def test_buffered_batches_equal_usual_batches(rollover, options):
+    usual = batches(rollover[1], 0, 0, **options)
+    buffered = batches(rollover[1], 2, 4, **options)
+    assert len(buffered) == len(usual) > 4  # the buffers went round, and the last is short
+    assert len(usual[-1]["index"]) < 5
+    for a, b in zip(usual, buffered, strict=True):
+        assert list(a) == list(b)
+        for key in a:
+            if torch.is_tensor(a[key]):
+                assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+            else:
+                assert a[key] == b[key]
+
+
+def test_frames_stay_until_their_buffer_comes_round(rollover):
+    ds = MapDataset(rollover[1], batch_buffers=2)
+    cam = "observation.images.front"
+    loader = iter(DataLoader(ds, batch_size=4, num_workers=0, collate_fn=collate))
+    first = next(loader)
+    assert first[cam].shape == (4, 3, 32, 48)
+    assert first[cam].is_contiguous(memory_format=torch.channels_last)
+    kept = first[cam].clone()
+    next(loader)
+    assert torch.equal(first[cam], kept)  # the next batch used the other buffer
+    next(loader)
+    assert not torch.equal(first[cam], kept)  # the third reused the first's: documented
+
+
+def test_collate_of_plain_items_is_default_collate(rollover):
+    ds = MapDataset(rollover[1])
+    items = ds.__getitems__([3, 1, 2])
+    assert type(items) is list
+    ours, theirs = collate(items), default_collate(items)
+    assert list(ours) == list(theirs)
+    assert all(torch.equal(ours[k], theirs[k]) for k in ours if torch.is_tensor(ours[k]))
+
+
+def test_negative_batch_buffers_is_an_error(rollover):
+    with pytest.raises(ValueError, match="batch_buffers"):
+        MapDataset(rollover[1], batch_buffers=-1)
