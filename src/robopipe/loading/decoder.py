@@ -29,6 +29,7 @@ COUNTER_FIELDS = (
     "samples",
     "cpu_fallback",
 )
+FIELD_INDEX = {field: i for i, field in enumerate(COUNTER_FIELDS)}
 MAX_SLOTS = 65  # the main process + up to 64 DataLoader workers
 _RESET_LOCK = threading.Lock()
 
@@ -44,20 +45,22 @@ class Counters:
 
     def __init__(self) -> None:
         self._array = mp.RawArray("d", MAX_SLOTS * len(COUNTER_FIELDS))
-        self._lock = (os.getpid(), threading.Lock())
+        self._local: tuple[int, threading.Lock, int] | None = None
 
     def __getstate__(self):
-        return {"_array": self._array, "_lock": None}
+        return {"_array": self._array, "_local": None}
 
-    def add(self, field: str, value: float = 1.0) -> None:
-        """Add ``value`` to ``field`` of this process's row (thread-safe within the process)."""
-        info = torch.utils.data.get_worker_info()
-        slot = 0 if info is None else info.id + 1
-        i = slot * len(COUNTER_FIELDS) + COUNTER_FIELDS.index(field)
-        if self._lock is None or self._lock[0] != os.getpid():  # a new lock in a new process
-            self._lock = (os.getpid(), threading.Lock())
-        with self._lock[1]:
-            self._array[i] += value
+    def add(self, **values: float) -> None:
+        """Add each value to its field (``COUNTER_FIELDS``) of this process's row
+        (thread-safe within the process), e.g. ``add(decode_s=0.002, frames=1)``."""
+        if self._local is None or self._local[0] != os.getpid():  # a new process
+            info = torch.utils.data.get_worker_info()
+            slot = 0 if info is None else info.id + 1
+            self._local = (os.getpid(), threading.Lock(), slot * len(COUNTER_FIELDS))
+        _, lock, row = self._local
+        with lock:
+            for field, value in values.items():
+                self._array[row + FIELD_INDEX[field]] += value
 
     def totals(self) -> dict[str, float]:
         """Every field summed over all processes."""
@@ -112,9 +115,9 @@ class DecoderCache:
         with self._lock:
             if path in self._decoders:
                 self._decoders.move_to_end(path)
-                self.counters.add("hits")
+                self.counters.add(hits=1)
                 return self._decoders[path][0]
-            self.counters.add("misses")
+            self.counters.add(misses=1)
             source = self.open_file(path)
             decoder = VideoDecoder(
                 source, device=self.device, seek_mode=self.seek_mode, num_ffmpeg_threads=1
@@ -124,7 +127,7 @@ class DecoderCache:
                 _, (_, old_source) = self._decoders.popitem(last=False)
                 if hasattr(old_source, "close"):
                     old_source.close()
-                self.counters.add("evictions")
+                self.counters.add(evictions=1)
             return decoder
 
     def decode(
@@ -163,7 +166,6 @@ class DecoderCache:
             )
         if self.device != "cpu" and self.cpu_fallback is None:
             self.cpu_fallback = bool(decoder.cpu_fallback)
-            self.counters.add("cpu_fallback", float(self.cpu_fallback))
-        self.counters.add("decode_s", time.perf_counter() - start)
-        self.counters.add("frames", len(indices))
+            self.counters.add(cpu_fallback=float(self.cpu_fallback))
+        self.counters.add(decode_s=time.perf_counter() - start, frames=len(indices))
         return batch.data

@@ -111,12 +111,12 @@ class ItemReader:
             else:
                 item[key] = torch.from_numpy(rows[key][window])
         item["task"] = self.meta.tasks[int(rows["task_index"][position])]
-        self.counters.add("fetch_s", time.perf_counter() - start)
+        fetch_s = time.perf_counter() - start
         frames = self._decode_cameras(episode, rows, video_rows, position)
         for cam, data in frames.items():
             data = data if cam in self.offsets else data[0]
             item[cam] = data if self.image_dtype == "uint8" else data.float() / 255
-        self.counters.add("samples")
+        self.counters.add(fetch_s=fetch_s, samples=1)
         return item
 
     def _decode_cameras(self, episode, rows, video_rows, position) -> dict[str, torch.Tensor]:
@@ -125,8 +125,7 @@ class ItemReader:
             start = time.perf_counter()
             positions = video_rows.get(cam, np.array([position]))
             frames[cam] = self.stored.read(cam, episode, positions)
-            self.counters.add("decode_s", time.perf_counter() - start)
-            self.counters.add("frames", len(positions))
+            self.counters.add(decode_s=time.perf_counter() - start, frames=len(positions))
         return {**frames, **self._decode_videos(episode, rows, video_rows, position)}
 
     def _decode_videos(self, episode, rows, video_rows, position) -> dict[str, torch.Tensor]:

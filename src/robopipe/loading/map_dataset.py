@@ -84,7 +84,7 @@ class MapDataset(torch.utils.data.Dataset):
         lo = int(self.meta.episodes["dataset_from_index"][episode])
         hi = int(self.meta.episodes["dataset_to_index"][episode])
         rows = {key: column[lo:hi] for key, column in self.columns.items()}
-        self.reader.counters.add("fetch_s", time.perf_counter() - start)
+        self.reader.counters.add(fetch_s=time.perf_counter() - start)
         return self.reader.item(episode, rows, index - lo)
 
     def __getitems__(self, indices: list[int]) -> list[dict]:

@@ -183,7 +183,7 @@ class _DataFiles:
             self._files[relative] = read_data_file(self.meta, relative)
             if len(self._files) > DATA_FILES_KEPT:
                 self._files.popitem(last=False)
-            self.reader.counters.add("fetch_s", time.perf_counter() - start)
+            self.reader.counters.add(fetch_s=time.perf_counter() - start)
         columns = self._files[relative]
         first = np.searchsorted(columns["index"], self.start(episode))
         n = int(self.meta.episodes["length"][episode])
