@@ -81,3 +81,4 @@ def test_ceiling(v30):
     out = measure_ceiling(str(v30), "tiny", frames=20)
     assert out["camera_count"] == 2 and out["frames_measured"] == 80
     assert out["sequential_frames_per_s_per_core"] > 0 and out["random_frames_per_s_per_core"] > 0
+    assert out["sequential_cpu_ms_per_frame"] > 0 and out["random_cpu_ms_per_frame"] > 0
