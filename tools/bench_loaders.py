@@ -2,13 +2,15 @@
 
     python tools/bench_loaders.py [--steady-s 20] [--workers 2] [--batch-size 32]
         [--repeats 3] [--copy jpeg90 ...] [--no-stream] [--work results/bench_loaders]
+        [--lerobot-python .venv-lerobot/bin/python]
 
 Converts the dataset once (robopipe, restamped timestamps, cached in ``<work>/cr5/v3.0``), makes
 each ``--copy`` once (``<work>/cr5/copies/<encoding>``, fidelity on every 5th frame), then
 ``--repeats`` times, alternating: measures the decode ceiling (one core, in this process) and
 runs each map-style scenario in its own process with ``python -m robopipe.bench.runner`` (as the
 ``bench_scenario`` rule does), uint8 images: robopipe and lerobot 0.6.1's LeRobotDataset (when
-.venv-lerobot exists) on the converted AV1 and on each copy. It prints every run, then medians:
+``--lerobot-python`` exists) on the converted AV1 and on each copy. It prints every run, then
+medians:
 
 - the ceiling per core (random access and sequential), frames/s and CPU ms per frame;
 - each loader's samples/s and CPU ms per sample (process tree, steady window), robopipe's as a
@@ -83,6 +85,7 @@ def main() -> None:
     parser.add_argument("--copy", action="append", default=[], help="an encoding, repeatable")
     parser.add_argument("--no-stream", action="store_true", help="skip the streaming loader")
     parser.add_argument("--work", type=Path, default=REPO / "results" / "bench_loaders")
+    parser.add_argument("--lerobot-python", type=Path, default=LEROBOT_PYTHON)
     args = parser.parse_args()
     if not SOURCE.is_dir() and not (args.work / "cr5" / "v3.0").is_dir():
         sys.exit(f"skipped: {SOURCE} is missing")
@@ -96,10 +99,10 @@ def main() -> None:
         "steady_s": args.steady_s,
         "warmup_batches": 5,
         "probe_samples": 100,
-        "lerobot_python": str(LEROBOT_PYTHON),
+        "lerobot_python": str(args.lerobot_python),
     }
     w = args.workers
-    loaders = ["robopipe_map"] + (["lerobot_map"] if LEROBOT_PYTHON.exists() else [])
+    loaders = ["robopipe_map"] + (["lerobot_map"] if args.lerobot_python.exists() else [])
     runs, ceilings = defaultdict(list), defaultdict(list)
     for rep in range(args.repeats):
         for encoding, path in roots.items():
