@@ -50,7 +50,7 @@ def converted(work: Path) -> Path:
 def copied(root: Path, encoding: str) -> Path:
     folder = root.parent / "copies" / encoding
     if not (folder / "v3.0" / "meta" / "info.json").exists():
-        from robopipe.copies import make_copy
+        from robopipe.copies.make import make_copy
 
         make_copy(root, folder / "v3.0", folder / "copy.json", encoding, fidelity_stride=5)
     return folder / "v3.0"
