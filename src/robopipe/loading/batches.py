@@ -2,10 +2,10 @@
 
 PyTorch's ``default_collate`` stacks a DataLoader worker's frames into shared memory newly
 allocated for every batch, which the kernel zeroes page by page: on cr5 (640x480 RGB, 921 KB a
-frame) that cost 0.9 CPU ms per sample, half a random AV1 decode. ``MapDataset(...,
-batch_buffers=k)`` instead copies each decoded frame once into one of ``k`` batch buffers
-that each process allocates in shared memory on first use and then reuses in turn
-(``BatchBuffers``), and :func:`collate` hands those buffers on as the batch's frames.
+frame) that cost 0.9 CPU ms per sample, a quarter to a half of a random AV1 decode.
+``MapDataset(..., batch_buffers=k)`` instead copies each decoded frame once into one of ``k``
+batch buffers that each process allocates in shared memory on first use and then reuses in
+turn (``BatchBuffers``), and :func:`collate` hands those buffers on as the batch's frames.
 
 Ownership: a worker reuses a buffer ``k`` of its own batches later, while the main process may
 still hold the batch that used it. The DataLoader holds at most ``prefetch_factor`` batches of
