@@ -9,7 +9,8 @@ turn (``BatchBuffers``), and :func:`collate` hands those buffers on as the batch
 
 Ownership: a worker reuses a buffer ``k`` of its own batches later, while the main process may
 still hold the batch that used it. The DataLoader holds at most ``prefetch_factor`` batches of
-a worker that the training loop has not taken yet, so with ``k >= prefetch_factor + 2`` the
+a worker that the training loop has not taken yet (with ``in_order=True``, its default: tasks go
+to the workers in turn and come back in order), so with ``k >= prefetch_factor + 2`` the
 batch the loop works on and the one before it stay intact; a loop that keeps older batches
 (a list of batches, a queue) must ``clone()`` their frames, or leave ``batch_buffers`` at 0.
 With ``pin_memory=True`` the DataLoader copies each batch into pinned memory as it arrives.
