@@ -12,7 +12,9 @@ starting at ``offset`` ticks lands exactly at ``offset * time_base`` seconds, th
 from __future__ import annotations
 
 import hashlib
+import os
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
@@ -27,6 +29,24 @@ MP4 = "mp4"
 
 # a packet's (pts, dts, keyframe) as the timing digest hashes them
 _TIMING = struct.Struct("<qq?")
+
+
+@contextmanager
+def scheduling_kept():
+    """Give the calling thread back its CPU scheduling policy on exit.
+
+    SVT-AV1 (``libsvtav1`` as bundled with PyAV 18) switches the thread that drives it to
+    real-time ``SCHED_FIFO`` priority 99 when it runs as root. That thread then keeps it, and
+    every process it forks inherits it: DataLoader workers and benchmark ranks that wait in
+    a loop then starve the rest of the machine (seen as load average 60 and hung tests, and
+    earlier as "deadlocked" encodes). Wrap every encode in this.
+    """
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if os.sched_getscheduler(0) != policy:
+            os.sched_setscheduler(0, policy, param)
 
 
 class VideoError(Exception):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from fractions import Fraction
 
 import av
@@ -323,3 +324,11 @@ def test_bad_episode_names_dataset_and_episode(tmp_path):
     with pytest.raises(ValueError, match="codec"):
         V21Writer(tmp_path / "x", fps=FPS, features=FEATURES, codec="vp9")
     assert not (tmp_path / "bad" / "meta").exists()
+
+
+def test_an_av1_encode_leaves_the_scheduling_policy_as_it_was(make_v21):
+    # SVT-AV1 switches the thread driving it to SCHED_FIFO 99 when run as root; processes
+    # forked afterwards inherited it and starved the machine (robopipe.video.scheduling_kept)
+    before = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
+    make_v21(episodes=2, cameras=1, codec="libsvtav1", seed=11)
+    assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == before

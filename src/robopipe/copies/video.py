@@ -16,6 +16,7 @@ import av
 from robopipe.atomic import atomic_path, link_or_copy
 from robopipe.copies.encodings import Encoding
 from robopipe.copies.fidelity import Fidelity
+from robopipe.video import scheduling_kept
 
 
 def resized(frame: av.VideoFrame, size: tuple[int, int] | None, fmt: str) -> av.VideoFrame:
@@ -86,6 +87,7 @@ def _encode(source: Path, target: Path, encoding: Encoding) -> None:
     codec, options = encoding.codec
     os.environ.setdefault("SVT_LOG", "1")  # SVT-AV1 prints its whole configuration otherwise
     with (
+        scheduling_kept(),
         av.open(str(source)) as inp,
         av.open(str(target), "w", format="mp4", options={"movflags": "faststart"}) as out,
     ):

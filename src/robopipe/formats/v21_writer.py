@@ -51,6 +51,7 @@ from robopipe.layout import (
     V21_TASKS_PATH,
     V21_VIDEO_PATH,
 )
+from robopipe.video import scheduling_kept
 
 log = logging.getLogger(__name__)
 
@@ -392,7 +393,7 @@ class V21Writer:
         os.environ.setdefault("SVT_LOG", "1")
         packets = 0
         first_pts = None
-        with atomic_path(path) as tmp:
+        with atomic_path(path) as tmp, scheduling_kept():
             with av.open(str(tmp), "w", format="mp4") as out:
                 stream = out.add_stream(ENCODERS[self.codec], self.fps, options=options)
                 stream.pix_fmt = pix_fmt
