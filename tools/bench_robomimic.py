@@ -15,7 +15,8 @@ RAM (the paper's cache-mode comparison): peak RSS (MiB, process tree,
 ``robopipe.bench.rss``) and samples/s of a process that builds a dataset at
 ``--ram-seq-length`` on a generated image file (20 demos, two 84x84 cameras, next_obs) and
 reads 100 items (batch size 1), for robomimic's and robopipe's three cache modes and the
-paper's LRU (256 MiB) and compressed caches, and of one that builds none (the baseline: this
+paper's LRU (256 MiB) and compressed caches and its robo archive (streamed, shuffle buffer of
+1000 items), and of one that builds none (the baseline: this
 process and an interpreter with torch).
 
 On a shared machine wall-clock rates depend on the other load; alternating rounds spread it
@@ -43,6 +44,7 @@ RAM_LOADERS = (
     *(f"{kind}_seq_{mode}" for kind in ("robomimic", "robopipe") for mode in MODES),
     "robopipe_seq_lru",
     "robopipe_seq_compressed",
+    "robopipe_seq_tar",
 )
 
 
@@ -98,7 +100,7 @@ def _equal(a, b) -> bool:
     return a.dtype == b.dtype and bool((a == b).all())
 
 
-def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
+def ram_child(loader: str, hdf5: str, robo: str, seq_length: int) -> None:
     """Build the loader's dataset (or nothing for ``baseline``), read 100 items through a
     DataLoader, batch size 1; print the items' samples/s as JSON."""
     import torch
@@ -107,8 +109,9 @@ def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
 
     rate = None
     if loader != "baseline":
-        dataset = open_sequence_dataset(loader, hdf5, seq_length)
-        batches = iter(torch.utils.data.DataLoader(dataset, batch_size=1, shuffle=True))
+        dataset = open_sequence_dataset(loader, hdf5, seq_length, robo=robo)
+        stream = isinstance(dataset, torch.utils.data.IterableDataset)  # shuffles itself
+        batches = iter(torch.utils.data.DataLoader(dataset, batch_size=1, shuffle=not stream))
         next(batches)
         start = time.perf_counter()
         for _, _batch in zip(range(100), batches, strict=False):
@@ -120,14 +123,16 @@ def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
 def ram(args) -> None:
     from robopipe.bench.rss import PeakRss
     from robopipe.robomimic.generate import generate_robomimic
+    from robopipe.robomimic.robo import write_robo
 
     with tempfile.TemporaryDirectory() as tmp:
         hdf5 = generate_robomimic(Path(tmp) / "gen.hdf5", demos=20, next_obs=True)
+        robo = write_robo(hdf5, Path(tmp) / "robo.tar")
         size = hdf5.stat().st_size / 2**20
         print(f"\nseq_length {args.ram_seq_length}, batch size 1, generated file {size:.0f} MiB")
         print("loader                   peak RSS MiB  over baseline  samples/s")
         for loader in RAM_LOADERS:
-            command = [sys.executable, __file__, "--ram-child", loader, str(hdf5),
+            command = [sys.executable, __file__, "--ram-child", loader, str(hdf5), str(robo),
                        str(args.ram_seq_length)]  # fmt: skip
             with PeakRss() as rss:
                 out = subprocess.run(command, check=True, capture_output=True, text=True)
@@ -148,11 +153,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--ram-seq-length", type=int, default=50)
-    parser.add_argument("--ram-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--ram-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ram_child:
-        loader, hdf5, seq_length = args.ram_child
-        ram_child(loader, hdf5, int(seq_length))
+        loader, hdf5, robo, seq_length = args.ram_child
+        ram_child(loader, hdf5, robo, int(seq_length))
         return
     if not args.hdf5.is_file():
         sys.exit(f"skipped: {args.hdf5} is missing")
