@@ -2,14 +2,16 @@
 
     python tools/bench_robomimic.py [--hdf5 ../shared/datasets/robomimic_lift_low_dim/low_dim.hdf5]
         [--batch-size 64] [--seq-length 10] [--workers 0 2] [--rounds 3] [--batches 40]
-        [--ram-seq-length 50]
+        [--ram-seq-length 50] [--no-ram]
 
 Throughput: for each cache mode and worker count, both datasets are built once (robomimic's
 arguments: every observation key, actions/rewards/dones, next_obs when the file has it), their
 first batch checked equal, then rounds alternate between them (robomimic first, then robopipe,
 ``--rounds`` times); a round reads ``--batches`` batches from a DataLoader (shuffled epochs,
-persistent workers) that has already given 3 warm-up batches. Prints median samples/s and
-the ratio robopipe / robomimic.
+persistent workers) that has already given 3 warm-up batches. Prints median samples/s, the
+ratio robopipe / robomimic, and the ratio of CPU seconds per sample (process tree: main
+process and workers, ``robopipe.bench.measure.tree_cpu_s``) robomimic / robopipe, which other
+load on the machine disturbs less than wall-clock rates (but idle waiting does not count).
 
 RAM (the paper's cache-mode comparison): peak RSS (MiB, process tree,
 ``robopipe.bench.rss``) and samples/s of a process that builds a dataset at
@@ -57,12 +59,15 @@ def endless(dataset, batch_size: int, workers: int):
         yield from make_loader()
 
 
-def samples_per_s(batches, count: int) -> float:
-    """Samples per second over the next ``count`` batches."""
-    start, samples = time.perf_counter(), 0
+def samples_per_s(batches, count: int) -> tuple[float, float]:
+    """(samples per second, CPU seconds of the process tree per sample) over the next
+    ``count`` batches."""
+    from robopipe.bench.measure import tree_cpu_s
+
+    start, cpu, samples = time.perf_counter(), tree_cpu_s(), 0
     for _, batch in zip(range(count), batches, strict=False):
         samples += len(batch["index"])
-    return samples / (time.perf_counter() - start)
+    return samples / (time.perf_counter() - start), (tree_cpu_s() - cpu) / samples
 
 
 def throughput(args) -> None:
@@ -71,7 +76,7 @@ def throughput(args) -> None:
     from robopipe.bench.sequence_loaders import open_sequence_dataset
 
     print(f"file {args.hdf5}, batch {args.batch_size}, seq_length {args.seq_length}")
-    print("mode      workers  robomimic samples/s  robopipe samples/s  ratio")
+    print("mode      workers  robomimic samples/s  robopipe samples/s  ratio  CPU-time ratio")
     for mode in MODES:
         theirs = open_sequence_dataset(f"robomimic_seq_{mode}", args.hdf5, args.seq_length)
         ours = open_sequence_dataset(f"robopipe_seq_{mode}", args.hdf5, args.seq_length)
@@ -83,14 +88,19 @@ def throughput(args) -> None:
                 "robopipe": endless(ours, args.batch_size, workers),
             }
             rates = {"robomimic": [], "robopipe": []}
+            cpu = {"robomimic": [], "robopipe": []}
             for batches in loaders.values():
                 samples_per_s(batches, 3)  # warm-up: workers started
             for _ in range(args.rounds):
                 for name, batches in loaders.items():
-                    rates[name].append(samples_per_s(batches, args.batches))
+                    rate, cpu_s = samples_per_s(batches, args.batches)
+                    rates[name].append(rate)
+                    cpu[name].append(cpu_s)
             del loaders
             a, b = (statistics.median(rates[k]) for k in ("robomimic", "robopipe"))
-            print(f"{mode:<9} {workers:>7}  {a:>19.0f}  {b:>18.0f}  {b / a:5.2f}", flush=True)
+            c = statistics.median(cpu["robomimic"]) / statistics.median(cpu["robopipe"])
+            print(f"{mode:<9} {workers:>7}  {a:>19.0f}  {b:>18.0f}  {b / a:5.2f}  {c:14.2f}",
+                  flush=True)  # fmt: skip
         del theirs, ours
 
 
@@ -153,6 +163,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--ram-seq-length", type=int, default=50)
+    parser.add_argument("--no-ram", action="store_true", help="throughput only")
     parser.add_argument("--ram-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ram_child:
@@ -163,7 +174,8 @@ def main() -> None:
         sys.exit(f"skipped: {args.hdf5} is missing")
     np.seterr(all="ignore")
     throughput(args)
-    ram(args)
+    if not args.no_ram:
+        ram(args)
     print(json.dumps({"note": "shared machine: rates are noisy; compare ratios"}))
 
 

@@ -189,7 +189,7 @@ def test_paper_figures_from_sequence_scenarios(tmp_path):
     build_dataset_report("rm", out, bench=paths)
     cache = svg_text(out / "paper_cache_modes.svg")
     for loader in ("robomimic_seq_none", "robopipe_seq_tar"):
-        assert f"{loader}_local_seq50b1_cpu_w0_n1" in cache
+        assert f"{loader} w0" in cache
     assert "r28" not in cache and "1,234" in cache and "peak RSS (MB)" in cache
     batch = svg_text(out / "paper_batch_size.svg")
     assert "batch size" in batch and "robopipe_seq_tar w0" in batch and "16" in batch

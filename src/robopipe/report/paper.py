@@ -42,7 +42,8 @@ def _select(rows: pd.DataFrame, fixed: dict) -> pd.DataFrame:
 
 def cache_modes(table: pd.DataFrame, stem: str | Path, dataset: str) -> list[Path]:
     """Bars of samples/s (left) and peak RSS in MB (right) per ``*_seq_*`` scenario at
-    sequence length 50, batch size 1 (the paper's cache-mode comparison)."""
+    sequence length 50, batch size 1 (the paper's cache-mode comparison), labelled by loader
+    and worker count."""
     title = f"{dataset}: cache modes and strategies, sequence length 50, batch size 1"
     rows = _select(sequence_table(table), CACHE_MODES)
     if rows.empty:
@@ -55,7 +56,8 @@ def cache_modes(table: pd.DataFrame, stem: str | Path, dataset: str) -> list[Pat
         y = range(len(rows))
         bars = ax.barh(y, rows[column], color=[loader_colour(lo) for lo in rows["loader"]])
         ax.bar_label(bars, labels=[f"{v:,.0f}" for v in rows[column]], padding=3, fontsize=8)
-        ax.set_yticks(list(y), rows["scenario"])
+        labels = [f"{lo} w{w}" for lo, w in zip(rows["loader"], rows["workers"], strict=True)]
+        ax.set_yticks(list(y), labels)
         ax.set_ylim(len(rows) - 0.5, -0.5)
         ax.set_xlim(0, rows[column].max() * 1.2)
         ax.set_xlabel(label)
