@@ -85,16 +85,16 @@ def _sweep(table, stem, title, varied, fixed, xlabel, empty):
     ax.set_xticks(values, [str(int(v)) for v in values])
     ax.minorticks_off()
     ax.set_xlabel(xlabel)
-    ax.set_ylabel("samples/s")
-    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
+    ax.set_yscale("log")  # rates span orders of magnitude across loaders
+    ax.set_ylabel("samples/s (log)")
     fig.legend(loc="outside lower center", ncols=min(len(series), 4), fontsize=8)
     fig.suptitle(title)
     return save(fig, stem)
 
 
 def batch_sizes(table: pd.DataFrame, stem: str | Path, dataset: str) -> list[Path]:
-    """Samples/s against batch size (log axis) at sequence length 10, one line per loader and
-    worker count measured at two batch sizes or more."""
+    """Samples/s against batch size at sequence length 10 (both axes log), one line per
+    loader and worker count measured at two batch sizes or more."""
     return _sweep(
         table, stem, f"{dataset}: batch size sweep, sequence length 10", "batch_size",
         BATCH_SWEEP, "batch size", "no loader was measured at two batch sizes at seq_length 10",
@@ -102,8 +102,8 @@ def batch_sizes(table: pd.DataFrame, stem: str | Path, dataset: str) -> list[Pat
 
 
 def seq_lengths(table: pd.DataFrame, stem: str | Path, dataset: str) -> list[Path]:
-    """Samples/s against sequence length (log axis) at batch size 64, one line per loader and
-    worker count measured at two sequence lengths or more."""
+    """Samples/s against sequence length at batch size 64 (both axes log), one line per
+    loader and worker count measured at two sequence lengths or more."""
     return _sweep(
         table, stem, f"{dataset}: sequence length sweep, batch size 64", "seq_length",
         SEQ_SWEEP, "sequence length", "no loader was measured at two sequence lengths at batch 64",
