@@ -75,7 +75,7 @@ def test_archive_layout(hdf5, tar):
             3,
         ),  # fmt: skip
     ],
-    ids=["padded-goal-w2", "unpadded-w0", "train-mask-w2"],
+    ids=["padded-goal-w2", "unpadded-w0", "train-mask-w3"],
 )
 def test_same_items_as_sequence_dataset(hdf5, tar, kwargs, workers, assert_same):
     expected = SequenceDataset(hdf5, **kwargs)
