@@ -385,7 +385,7 @@ def window_items(
     """
     steps = item_steps[:, None] + window  # (B, T) steps in the demo
     last = lengths[:, None] - 1
-    rows = np.clip(steps, 0, last)  # padding repeats the first / last step
+    rows = np.minimum(np.maximum(steps, 0), last)  # padding repeats the first / last step
     prefixes = ("obs", "next_obs") if load_next_obs else ("obs",)
     paths = [f"{p}/{k}" for p in prefixes for k in obs_keys] + list(dataset_keys)
     values = {path: rows_of(path, rows) for path in paths}
@@ -413,10 +413,11 @@ def window_items(
 
 
 def _dicts(count: int, keys: list[str], columns: list) -> list[dict]:
-    """``count`` dicts, dict ``b`` being ``{keys[j]: columns[j][b]}``."""
+    """``count`` dicts, dict ``b`` being ``{keys[j]: columns[j][b]}`` (every column has
+    ``count`` entries)."""
     if not columns:
         return [{} for _ in range(count)]
-    return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+    return [dict(zip(keys, row)) for row in zip(*columns)]  # noqa: B905 (lengths equal)
 
 
 def _merge(a: tuple, b: tuple) -> tuple:
