@@ -47,6 +47,17 @@ def test_workflow_output_equals_the_in_process_conversion(workflow_run, tmp_path
     assert episodes.column("robomimic/demo").to_pylist() == [f"demo_{i}" for i in range(7)]
 
 
+def test_tar_scenario_pulls_in_the_robo_rule(workflow_run, run_snakemake, quick_bench):
+    """Run before the robo_run fixture: the bench job's robo archive is made by its rule."""
+    target = "results/bench/rm/robopipe_seq_tar_local_seq4b3_cpu_w0_n1.json"
+    config = {**WORKFLOW_CONFIG, "bench": quick_bench}
+    out = run_snakemake(workflow_run, config, "--cores", "1", target)
+    assert "robomimic_robo" in out.stdout + out.stderr
+    result = json.loads((workflow_run / target).read_text())
+    assert (result["loader"], result["batch_size"]) == ("robopipe_seq_tar", 3)
+    assert result["samples"] > 0
+
+
 @pytest.fixture(scope="module")
 def robo_run(workflow_run, run_snakemake) -> Path:
     """``workflow_run`` after ``snakemake results/rm/robomimic/robo.tar`` (rule robomimic_robo)."""
