@@ -108,8 +108,10 @@ class RoboTarDataset(torch.utils.data.IterableDataset):
     Each iteration (epoch) reads this DataLoader worker's demos (every ``num_workers``-th of
     the demos, after a seeded per-epoch shuffle of their order when ``shuffle``) one ``.npz``
     at a time, makes all the demo's windows, and yields them through a shuffle buffer of
-    ``shuffle_buffer`` items (0: in order). The DataLoader's items are the same multiset as
-    ``SequenceDataset``'s with the same arguments, in another order.
+    ``shuffle_buffer`` items (``shuffle=False``: demos and windows in file order). The
+    DataLoader's items are the same multiset as ``SequenceDataset``'s with the same
+    arguments, in another order. Which keys exist is checked against the first demo's
+    (``metadata.json``).
 
     Args:
         path: the ``.tar`` archive.
