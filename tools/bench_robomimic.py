@@ -98,7 +98,8 @@ def throughput(args) -> None:
                     cpu[name].append(cpu_s)
             del loaders
             a, b = (statistics.median(rates[k]) for k in ("robomimic", "robopipe"))
-            c = statistics.median(cpu["robomimic"]) / statistics.median(cpu["robopipe"])
+            theirs_cpu, ours_cpu = (statistics.median(cpu[k]) for k in ("robomimic", "robopipe"))
+            c = theirs_cpu / ours_cpu if ours_cpu else float("nan")  # under one 10 ms tick
             print(f"{mode:<9} {workers:>7}  {a:>19.0f}  {b:>18.0f}  {b / a:5.2f}  {c:14.2f}",
                   flush=True)  # fmt: skip
         del theirs, ours
