@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tarfile
+import tracemalloc
 
 import numpy as np
 import pytest
@@ -130,3 +131,17 @@ def test_downscaled_items(hdf5, tar):
         assert got.shape == (4, 8, 4, 3) and got.dtype == np.uint8
         np.testing.assert_array_equal(got, downscale(full[0]["obs"]["agentview_image"], (8, 4)))
     np.testing.assert_array_equal(item["obs"]["object"], full[0]["obs"]["object"])
+
+
+def test_shuffle_buffer_holds_demos_not_windows(hdf5, tar):
+    """A buffer of every window holds each demo's arrays once, not seq_length copies."""
+    kwargs = dict(obs_keys=["agentview_image"], dataset_keys=["actions"], seq_length=8)
+    cached = SequenceDataset(hdf5, **kwargs, load_next_obs=False, hdf5_cache_mode="all")
+    data = sum(a.nbytes for a in cached._cache.values())  # the arrays, once
+    dataset = RoboTarDataset(tar, **kwargs, load_next_obs=False, shuffle_buffer=10_000)
+    tracemalloc.start()
+    for _ in dataset:
+        pass
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 2.5 * data  # windows materialized in the buffer would hold 8x the data

@@ -107,9 +107,9 @@ class RoboTarDataset(torch.utils.data.IterableDataset):
 
     Each iteration (epoch) reads this DataLoader worker's demos (every ``num_workers``-th of
     the demos, after a seeded per-epoch shuffle of their order when ``shuffle``) one ``.npz``
-    at a time, makes all the demo's windows, and yields them through a shuffle buffer of
-    ``shuffle_buffer`` items (``shuffle=False``: demos and windows in file order). The
-    DataLoader's items are the same multiset as ``SequenceDataset``'s with the same
+    at a time, and yields its windows through a shuffle buffer of ``shuffle_buffer`` windows
+    (an item is made when it leaves the buffer; ``shuffle=False``: demos and windows in file
+    order). The DataLoader's items are the same multiset as ``SequenceDataset``'s with the same
     arguments, in another order. Which keys exist is checked against the first demo's
     (``metadata.json``).
 
@@ -119,7 +119,8 @@ class RoboTarDataset(torch.utils.data.IterableDataset):
         get_pad_mask, goal_mode, filter_by_attribute, load_next_obs: as
             :class:`~robopipe.robomimic.sequence.SequenceDataset`'s.
         shuffle: shuffle the demo order and items (``shuffle_buffer``) each epoch.
-        shuffle_buffer: items held for shuffling (>= 1 when ``shuffle``).
+        shuffle_buffer: windows held for shuffling (>= 1 when ``shuffle``); RAM holds the
+            arrays of the demos they come from.
         seed: seed of the shuffles (epoch ``e`` of worker ``w`` uses ``(seed, e, w)``).
         image_size: (height, width) to downscale image observations to (see
             :func:`robopipe.robomimic.images.downscale`), or None.
@@ -232,34 +233,41 @@ class RoboTarDataset(torch.utils.data.IterableDataset):
         if self.shuffle:  # the same permutation in every worker, each taking its share
             order = np.random.default_rng((self.seed, epoch)).permutation(order)
         rng = np.random.default_rng((self.seed, epoch, worker))
-        items = self._demo_items(order[worker::workers])
-        return _shuffled(items, self.shuffle_buffer, rng) if self.shuffle else items
+        windows = self._windows(order[worker::workers])
+        if self.shuffle:
+            windows = _shuffled(windows, self.shuffle_buffer, rng)
+        return (self._item(*window) for window in windows)
 
-    def _demo_items(self, demos: np.ndarray):
+    def _windows(self, demos: np.ndarray):
+        """(the demo's arrays, demo, item number in the demo) of every window of ``demos``;
+        a demo's arrays are read once and shared by its windows, so the shuffle buffer holds
+        the demos it has windows of, not every window's data (T times as much)."""
         with tarfile.open(self.path, "r:") as tar:
             for demo in demos.tolist():
                 with np.load(tar.extractfile(f"{self.demos[demo]}.npz")) as npz:
                     arrays = {p: self._prepared(p, npz[p]) for p in self._paths}
-                count = int(self._counts[demo])
-                steps = self._first + np.arange(count, dtype=np.int64)
-                items = window_items(
-                    lambda path, rows, arrays=arrays: arrays[path][rows],
-                    steps,
-                    self._window,
-                    np.full(count, self._lengths[demo]),
-                    np.full(count, self._goal_step[demo]),
-                    obs_keys=self.obs_keys,
-                    dataset_keys=self.dataset_keys,
-                    get_pad_mask=self.get_pad_mask,
-                    goal_mode=self.goal_mode,
-                    load_next_obs=self.load_next_obs,
-                    torch_views=False,
-                )
-                for i, item in enumerate(items):
-                    if self.with_index:
-                        item["index"] = np.int64(self._starts[demo] + i)
-                        item["demo"] = np.int64(demo)
-                    yield item
+                for i in range(int(self._counts[demo])):
+                    yield arrays, demo, i
+
+    def _item(self, arrays: dict, demo: int, i: int) -> dict:
+        """Item ``i`` of ``demo`` (numpy arrays), made from the demo's ``arrays``."""
+        (item,) = window_items(
+            lambda path, rows: arrays[path][rows],
+            np.array([self._first + i]),
+            self._window,
+            self._lengths[demo : demo + 1],
+            self._goal_step[demo : demo + 1],
+            obs_keys=self.obs_keys,
+            dataset_keys=self.dataset_keys,
+            get_pad_mask=self.get_pad_mask,
+            goal_mode=self.goal_mode,
+            load_next_obs=self.load_next_obs,
+            torch_views=False,
+        )
+        if self.with_index:
+            item["index"] = np.int64(self._starts[demo] + i)
+            item["demo"] = np.int64(demo)
+        return item
 
     def _prepared(self, path: str, values: np.ndarray) -> np.ndarray:
         if self.image_size is None or path.split("/")[-1] not in self.image_keys:
