@@ -2,20 +2,23 @@
 
     python tools/bench_robomimic.py [--hdf5 ../shared/datasets/robomimic_lift_low_dim/low_dim.hdf5]
         [--batch-size 64] [--seq-length 10] [--workers 0 2] [--rounds 3] [--batches 40]
-        [--ram-seq-length 50]
+        [--ram-seq-length 50] [--no-ram]
 
 Throughput: for each cache mode and worker count, both datasets are built once (robomimic's
 arguments: every observation key, actions/rewards/dones, next_obs when the file has it), their
 first batch checked equal, then rounds alternate between them (robomimic first, then robopipe,
 ``--rounds`` times); a round reads ``--batches`` batches from a DataLoader (shuffled epochs,
-persistent workers) that has already given 3 warm-up batches. Prints median samples/s and
-the ratio robopipe / robomimic.
+persistent workers) that has already given 3 warm-up batches. Prints median samples/s, the
+ratio robopipe / robomimic, and the ratio of CPU seconds per sample (process tree: main
+process and workers, ``robopipe.bench.measure.tree_cpu_s``) robomimic / robopipe, which other
+load on the machine disturbs less than wall-clock rates (but idle waiting does not count).
 
 RAM (the paper's cache-mode comparison): peak RSS (MiB, process tree,
 ``robopipe.bench.rss``) and samples/s of a process that builds a dataset at
 ``--ram-seq-length`` on a generated image file (20 demos, two 84x84 cameras, next_obs) and
 reads 100 items (batch size 1), for robomimic's and robopipe's three cache modes and the
-paper's LRU (256 MiB) and compressed caches, and of one that builds none (the baseline: this
+paper's LRU (256 MiB) and compressed caches and its robo archive (streamed, shuffle buffer of
+1000 items), and of one that builds none (the baseline: this
 process and an interpreter with torch).
 
 On a shared machine wall-clock rates depend on the other load; alternating rounds spread it
@@ -43,6 +46,7 @@ RAM_LOADERS = (
     *(f"{kind}_seq_{mode}" for kind in ("robomimic", "robopipe") for mode in MODES),
     "robopipe_seq_lru",
     "robopipe_seq_compressed",
+    "robopipe_seq_tar",
 )
 
 
@@ -55,12 +59,15 @@ def endless(dataset, batch_size: int, workers: int):
         yield from make_loader()
 
 
-def samples_per_s(batches, count: int) -> float:
-    """Samples per second over the next ``count`` batches."""
-    start, samples = time.perf_counter(), 0
+def samples_per_s(batches, count: int) -> tuple[float, float]:
+    """(samples per second, CPU seconds of the process tree per sample) over the next
+    ``count`` batches."""
+    from robopipe.bench.measure import tree_cpu_s
+
+    start, cpu, samples = time.perf_counter(), tree_cpu_s(), 0
     for _, batch in zip(range(count), batches, strict=False):
         samples += len(batch["index"])
-    return samples / (time.perf_counter() - start)
+    return samples / (time.perf_counter() - start), (tree_cpu_s() - cpu) / samples
 
 
 def throughput(args) -> None:
@@ -69,7 +76,7 @@ def throughput(args) -> None:
     from robopipe.bench.sequence_loaders import open_sequence_dataset
 
     print(f"file {args.hdf5}, batch {args.batch_size}, seq_length {args.seq_length}")
-    print("mode      workers  robomimic samples/s  robopipe samples/s  ratio")
+    print("mode      workers  robomimic samples/s  robopipe samples/s  ratio  CPU-time ratio")
     for mode in MODES:
         theirs = open_sequence_dataset(f"robomimic_seq_{mode}", args.hdf5, args.seq_length)
         ours = open_sequence_dataset(f"robopipe_seq_{mode}", args.hdf5, args.seq_length)
@@ -81,14 +88,20 @@ def throughput(args) -> None:
                 "robopipe": endless(ours, args.batch_size, workers),
             }
             rates = {"robomimic": [], "robopipe": []}
+            cpu = {"robomimic": [], "robopipe": []}
             for batches in loaders.values():
                 samples_per_s(batches, 3)  # warm-up: workers started
             for _ in range(args.rounds):
                 for name, batches in loaders.items():
-                    rates[name].append(samples_per_s(batches, args.batches))
+                    rate, cpu_s = samples_per_s(batches, args.batches)
+                    rates[name].append(rate)
+                    cpu[name].append(cpu_s)
             del loaders
             a, b = (statistics.median(rates[k]) for k in ("robomimic", "robopipe"))
-            print(f"{mode:<9} {workers:>7}  {a:>19.0f}  {b:>18.0f}  {b / a:5.2f}", flush=True)
+            theirs_cpu, ours_cpu = (statistics.median(cpu[k]) for k in ("robomimic", "robopipe"))
+            c = theirs_cpu / ours_cpu if ours_cpu else float("nan")  # under one 10 ms tick
+            print(f"{mode:<9} {workers:>7}  {a:>19.0f}  {b:>18.0f}  {b / a:5.2f}  {c:14.2f}",
+                  flush=True)  # fmt: skip
         del theirs, ours
 
 
@@ -98,7 +111,7 @@ def _equal(a, b) -> bool:
     return a.dtype == b.dtype and bool((a == b).all())
 
 
-def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
+def ram_child(loader: str, hdf5: str, robo: str, seq_length: int) -> None:
     """Build the loader's dataset (or nothing for ``baseline``), read 100 items through a
     DataLoader, batch size 1; print the items' samples/s as JSON."""
     import torch
@@ -107,8 +120,9 @@ def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
 
     rate = None
     if loader != "baseline":
-        dataset = open_sequence_dataset(loader, hdf5, seq_length)
-        batches = iter(torch.utils.data.DataLoader(dataset, batch_size=1, shuffle=True))
+        dataset = open_sequence_dataset(loader, hdf5, seq_length, robo=robo)
+        stream = isinstance(dataset, torch.utils.data.IterableDataset)  # shuffles itself
+        batches = iter(torch.utils.data.DataLoader(dataset, batch_size=1, shuffle=not stream))
         next(batches)
         start = time.perf_counter()
         for _, _batch in zip(range(100), batches, strict=False):
@@ -120,14 +134,16 @@ def ram_child(loader: str, hdf5: str, seq_length: int) -> None:
 def ram(args) -> None:
     from robopipe.bench.rss import PeakRss
     from robopipe.robomimic.generate import generate_robomimic
+    from robopipe.robomimic.robo import write_robo
 
     with tempfile.TemporaryDirectory() as tmp:
         hdf5 = generate_robomimic(Path(tmp) / "gen.hdf5", demos=20, next_obs=True)
+        robo = write_robo(hdf5, Path(tmp) / "robo.tar")
         size = hdf5.stat().st_size / 2**20
         print(f"\nseq_length {args.ram_seq_length}, batch size 1, generated file {size:.0f} MiB")
         print("loader                   peak RSS MiB  over baseline  samples/s")
         for loader in RAM_LOADERS:
-            command = [sys.executable, __file__, "--ram-child", loader, str(hdf5),
+            command = [sys.executable, __file__, "--ram-child", loader, str(hdf5), str(robo),
                        str(args.ram_seq_length)]  # fmt: skip
             with PeakRss() as rss:
                 out = subprocess.run(command, check=True, capture_output=True, text=True)
@@ -148,17 +164,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=40)
     parser.add_argument("--ram-seq-length", type=int, default=50)
-    parser.add_argument("--ram-child", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--no-ram", action="store_true", help="throughput only")
+    parser.add_argument("--ram-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.ram_child:
-        loader, hdf5, seq_length = args.ram_child
-        ram_child(loader, hdf5, int(seq_length))
+        loader, hdf5, robo, seq_length = args.ram_child
+        ram_child(loader, hdf5, robo, int(seq_length))
         return
     if not args.hdf5.is_file():
         sys.exit(f"skipped: {args.hdf5} is missing")
     np.seterr(all="ignore")
     throughput(args)
-    ram(args)
+    if not args.no_ram:
+        ram(args)
     print(json.dumps({"note": "shared machine: rates are noisy; compare ratios"}))
 
 

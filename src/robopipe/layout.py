@@ -43,6 +43,7 @@ VALIDATED_DATA_FILE = RESULTS_DIR + "/validation/data/chunk-{chunk}/file-{file}.
 VALIDATED_VIDEO_FILE = RESULTS_DIR + "/validation/videos/{video_key}/chunk-{chunk}/file-{file}.json"
 VALIDATION_FILE = RESULTS_DIR + "/validation.json"
 PUBLISHED_DIR = RESULTS_DIR + "/v3.0"
+ROBO_FILE = RESULTS_DIR + "/robomimic/robo.tar"  # a robomimic file's robo archive
 PUBLISHED_INFO = PUBLISHED_DIR + "/" + "meta/info.json"
 PUSH_FILE = RESULTS_DIR + "/push.json"  # what `snakemake push` did
 # training copies (robopipe.copies): the v3.0 copy, its measurements, its per-file jobs' outputs

@@ -10,6 +10,7 @@ import pytest
 
 from robopipe.bench.ceiling import measure_ceiling
 from robopipe.bench.runner import Settings, run_multi_node, run_scenario
+from robopipe.conversion.serial import convert_dataset
 from robopipe.results import scenario_schema, write_scenario_result
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,3 +83,14 @@ def test_ceiling(v30):
     assert out["camera_count"] == 2 and out["frames_measured"] == 80
     assert out["sequential_frames_per_s_per_core"] > 0 and out["random_frames_per_s_per_core"] > 0
     assert out["sequential_cpu_ms_per_frame"] > 0 and out["random_cpu_ms_per_frame"] > 0
+
+
+def test_ceiling_without_cameras(make_v21, tmp_path):
+    source = make_v21(episodes=2, cameras=0, min_length=5, max_length=8)
+    v30 = tmp_path / "v3.0"
+    convert_dataset(source, v30, name="nocam")
+    out = measure_ceiling(str(v30), "nocam", frames=20)
+    assert out["camera_count"] == 0 and out["frames_measured"] == 0
+    assert out["sequential_frames_per_s_per_core"] is None
+    assert out["random_frames_per_s_per_core"] is None
+    assert out["sequential_cpu_ms_per_frame"] is None

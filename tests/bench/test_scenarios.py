@@ -1,8 +1,18 @@
 import re
+from pathlib import Path
 
 import pytest
+import yaml
 
-from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, Scenario, expand_matrix, parse_scenario
+from robopipe.bench.scenarios import (
+    LOADERS,
+    WILDCARD_CONSTRAINTS,
+    Scenario,
+    SequenceMode,
+    expand_matrix,
+    parse_scenario,
+    parse_sequence_mode,
+)
 
 
 def test_parse_round_trips():
@@ -53,3 +63,26 @@ def test_expand_matrix_with_exclusions():
 def test_expand_matrix_needs_every_axis():
     with pytest.raises(ValueError, match="lacks axes"):
         expand_matrix({"loader": ["robopipe_map"]})
+
+
+def test_sequence_modes():
+    assert parse_sequence_mode("single") == SequenceMode(1)
+    assert parse_sequence_mode("seq10") == SequenceMode(10)
+    assert parse_sequence_mode("seq10b64") == SequenceMode(10, 64)
+    assert parse_sequence_mode("seq50b1r28") == SequenceMode(50, 1, 28)
+    assert parse_sequence_mode("singler28") == SequenceMode(1, None, 28)
+    name = "robopipe_seq_tar_local_seq50b1r28_cpu_w0_n1"
+    assert parse_scenario(name).mode == "seq50b1r28"
+    assert re.fullmatch(WILDCARD_CONSTRAINTS["scenario"], name)
+    for mode in ("sarm", "seq0", "seqx", "seq10b0", "seq10r28b64", "b64"):
+        with pytest.raises(ValueError, match="take single or seq<N>"):
+            parse_sequence_mode(mode)
+
+
+def test_schemas_know_every_loader():
+    repo = Path(__file__).parents[2]
+    config = yaml.safe_load((repo / "workflow/schemas/config.schema.yaml").read_text())
+    matrix = config["properties"]["bench"]["properties"]["matrix"]["properties"]
+    assert matrix["loader"]["items"]["enum"] == list(LOADERS)
+    result = yaml.safe_load((repo / "src/robopipe/scenario_result.schema.yaml").read_text())
+    assert result["properties"]["loader"]["enum"] == list(LOADERS)

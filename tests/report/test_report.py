@@ -92,6 +92,8 @@ def test_missing_optional_results_give_figures_that_say_so(tmp_path):
     for stem in ("throughput", "latency", "first_batch", "peak_rss", "scaling_nodes"):
         assert "no benchmark scenario" in svg_text(tmp_path / "empty" / f"{stem}.svg")
     assert "no conversion benchmark" in svg_text(tmp_path / "empty/conversion_rules.svg")
+    for stem in ("paper_cache_modes", "paper_batch_size", "paper_seq_length"):
+        assert "robomimic_paper.yaml" in svg_text(tmp_path / "empty" / f"{stem}.svg")
     assert list((tmp_path / "empty/scenarios").iterdir()) == []
     assert pd.read_csv(tmp_path / "empty/summary.csv").empty
 
@@ -168,3 +170,28 @@ def test_bad_result_files_name_dataset_and_file(tmp_path):
     tsv.write_text("h:m:s\tio_in\n0:00:01\t1.0\n")
     with pytest.raises(DatasetError, match=r"shard-00000.tsv: benchmark TSV lacks"):
         load_benchmarks("demo", [tsv])
+
+
+def test_paper_figures_from_sequence_scenarios(tmp_path):
+    template = json.loads(sorted(fixture_inputs("demo")["bench"])[0].read_text())
+    paths = []
+    modes = ["seq50b1", "seq10b1", "seq10b16", "seq10b64", "seq1b64", "seq25b64", "seq50b1r28"]
+    for loader in ("robomimic_seq_none", "robopipe_seq_tar"):
+        for i, mode in enumerate(modes):
+            name = f"{loader}_local_{mode}_cpu_w0_n1"
+            batch = int(mode.split("b")[1].split("r")[0])
+            result = {**template, "dataset": "rm", "scenario": name, "loader": loader,
+                      "mode": mode, "workers": 0, "nodes": 1, "batch_size": batch,
+                      "samples_per_s": 100.0 + i, "peak_rss_mb": 1234.0 + i}  # fmt: skip
+            paths.append(tmp_path / f"{name}.json")
+            paths[-1].write_text(json.dumps(result))
+    out = tmp_path / "report"
+    build_dataset_report("rm", out, bench=paths)
+    cache = svg_text(out / "paper_cache_modes.svg")
+    for loader in ("robomimic_seq_none", "robopipe_seq_tar"):
+        assert f"{loader} w0" in cache
+    assert "r28" not in cache and "1,234" in cache and "peak RSS (MB)" in cache
+    batch = svg_text(out / "paper_batch_size.svg")
+    assert "batch size" in batch and "robopipe_seq_tar w0" in batch and "16" in batch
+    seq = svg_text(out / "paper_seq_length.svg")
+    assert "sequence length" in seq and "25" in seq

@@ -14,7 +14,6 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from robopipe.bench.sequence_loaders import seq_length_of
 from robopipe.errors import DatasetError
 from robopipe.robomimic import SequenceDataset
 from robopipe.robomimic.generate import generate_robomimic
@@ -142,10 +141,3 @@ def test_bad_arguments_named(image_hdf5):
         SequenceDataset(image_hdf5, LOW_DIM, ["actions"], seq_length=30, pad_seq_length=False)
     with pytest.raises(ValueError, match="cannot normalize image"):
         SequenceDataset(image_hdf5, [IMAGE], ["actions"], hdf5_normalize_obs=True)
-
-
-def test_benchmark_frame_modes():
-    assert (seq_length_of("single"), seq_length_of("seq10")) == (1, 10)
-    for mode in ("sarm", "seq0", "seqx"):
-        with pytest.raises(ValueError, match="take single or seq<N>"):
-            seq_length_of(mode)

@@ -11,6 +11,7 @@ rule bench_scenario:
     input:
         dataset=bench_dataset_input,
         pushed=bench_pushed_input,
+        robo=bench_robo_input,
     output:
         json="results/bench/{dataset}/{scenario}.json",
         csv="results/bench/{dataset}/{scenario}.csv",

@@ -28,6 +28,7 @@ from robopipe.layout import (
     PLAN_FILE,
     PUBLISHED_INFO,
     PUSH_FILE,
+    ROBO_FILE,
     SHARD_DIR,
     STAGED_DATA_FILE,
     STAGED_META_DIR,
@@ -199,6 +200,7 @@ SMALL_DATASET_STAGES = {
     "robomimic_plan": "source",
     "robomimic_batch": "robomimic",
     "robomimic_v21": "robomimic",
+    "robomimic_robo": "robomimic",
 }
 # A large one spreads over the cluster: shards, and final files with their validation, in
 # group jobs of the profile's `group-components`, then meta, validate and publish in one.
@@ -578,6 +580,13 @@ def bench_dataset_input(wildcards):
     if encoding:
         return COPY_INFO.format(dataset=wildcards.dataset, encoding=encoding)
     return PUBLISHED_INFO.format(dataset=wildcards.dataset)
+
+
+def bench_robo_input(wildcards):
+    """The robo archive a robopipe_seq_tar scenario reads (rule robomimic_robo), else nothing."""
+    if parse_scenario(wildcards.scenario).loader == "robopipe_seq_tar":
+        return [ROBO_FILE.format(dataset=wildcards.dataset)]
+    return []
 
 
 def bench_pushed_input(wildcards):

@@ -24,6 +24,9 @@ REPORT_FIGURES = [
     "conversion_shards",
     "lerobot_convert",
     "copies",
+    "paper_cache_modes",
+    "paper_batch_size",
+    "paper_seq_length",
 ]
 # Scenario cards, {loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}_n{nodes}.svg: the
 # grammar of robopipe.bench.scenarios, the one place it is defined.
@@ -103,6 +106,27 @@ rule report_dataset:
             category="Dataloading",
             subcategory="{dataset}",
             labels={"figure": "which copy"},
+        ),
+        paper_cache_modes=report(
+            "results/report/{dataset}/paper_cache_modes.svg",
+            caption="../report/paper_cache_modes.rst",
+            category="robomimic paper",
+            subcategory="{dataset}",
+            labels={"figure": "cache modes"},
+        ),
+        paper_batch_size=report(
+            "results/report/{dataset}/paper_batch_size.svg",
+            caption="../report/paper_batch_size.rst",
+            category="robomimic paper",
+            subcategory="{dataset}",
+            labels={"figure": "batch size"},
+        ),
+        paper_seq_length=report(
+            "results/report/{dataset}/paper_seq_length.svg",
+            caption="../report/paper_seq_length.rst",
+            category="robomimic paper",
+            subcategory="{dataset}",
+            labels={"figure": "sequence length"},
         ),
         copies_table=report(
             "results/report/{dataset}/copies.csv",

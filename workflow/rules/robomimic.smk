@@ -73,3 +73,22 @@ rule robomimic_v21:
         ROBOPIPE_ENV
     script:
         "../scripts/robomimic_v21.py"
+
+
+# The seed paper's robo format of the dataset's robomimic file (robopipe.robomimic.robo): read
+# by the robopipe_seq_tar benchmark loader.
+rule robomimic_robo:
+    input:
+        hdf5=robomimic_hdf5,
+    output:
+        ROBO_FILE,
+    log:
+        "results/logs/{dataset}/robomimic_robo.log",
+    benchmark:
+        "results/jobs/{dataset}/robomimic_robo/robomimic_robo.tsv"
+    group:
+        slurm_group("robomimic_robo")
+    conda:
+        ROBOPIPE_ENV
+    script:
+        "../scripts/robomimic_robo.py"

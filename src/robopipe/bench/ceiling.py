@@ -38,7 +38,9 @@ def measure_ceiling(
         the contract's ceiling dict: dataset, encoding (the copy measured, or None),
         camera_count, sequential_frames_per_s_per_core, random_frames_per_s_per_core
         (wall clock), sequential_cpu_ms_per_frame, random_cpu_ms_per_frame, frames_measured,
-        decoder ("torchcodec", or "parquet" for stored frames), ffmpeg_threads (1).
+        decoder ("torchcodec", or "parquet" for stored frames), ffmpeg_threads (1). The
+        rates are None for a dataset without cameras (e.g. the low-dimensional robomimic
+        Lift file).
     """
     torch.set_num_threads(1)
     meta = read_meta(root, name=dataset)
@@ -85,10 +87,10 @@ def measure_ceiling(
         "dataset": dataset,
         "encoding": encoding,
         "camera_count": len(meta.camera_keys),
-        "sequential_frames_per_s_per_core": seq_frames / seq_s,
-        "random_frames_per_s_per_core": rand_frames / rand_s,
-        "sequential_cpu_ms_per_frame": 1000 * seq_cpu / seq_frames,
-        "random_cpu_ms_per_frame": 1000 * rand_cpu / rand_frames,
+        "sequential_frames_per_s_per_core": seq_frames / seq_s if seq_frames else None,
+        "random_frames_per_s_per_core": rand_frames / rand_s if rand_frames else None,
+        "sequential_cpu_ms_per_frame": 1000 * seq_cpu / seq_frames if seq_frames else None,
+        "random_cpu_ms_per_frame": 1000 * rand_cpu / rand_frames if rand_frames else None,
         "frames_measured": int(seq_frames + rand_frames),
         "decoder": "parquet" if meta.stored_frame_keys else "torchcodec",
         "ffmpeg_threads": 1,

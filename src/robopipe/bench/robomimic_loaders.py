@@ -18,6 +18,7 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
 from robopipe.bench.measure import measure_latency, measure_throughput
+from robopipe.layout import RESULTS_DIR, ROBO_FILE
 from robopipe.loading.windows import mode_delta_timestamps
 from robopipe.robomimic.dataset import CACHE_MODES, RobomimicDataset
 from robopipe.robomimic.hdf5 import RobomimicFile
@@ -25,6 +26,7 @@ from robopipe.robomimic.hdf5 import RobomimicFile
 LOADER_PREFIX = "robomimic_hdf5_"
 LOADERS = tuple(LOADER_PREFIX + mode for mode in CACHE_MODES)
 PLAN_PATH = "robomimic/plan.json"  # relative to results/{dataset}, next to v3.0/
+ROBO_PATH = ROBO_FILE.removeprefix(RESULTS_DIR + "/")  # relative to results/{dataset}
 
 
 def plan_path(root: str | Path) -> Path:
@@ -46,6 +48,12 @@ def hdf5_path(root: str | Path) -> str:
         ValueError: there is no robomimic plan (see :func:`plan_path`).
     """
     return json.loads(plan_path(root).read_text(encoding="utf-8"))["hdf5"]
+
+
+def robo_path(root: str | Path) -> Path:
+    """The robo archive (:mod:`robopipe.robomimic.robo`) of the robomimic file of the
+    converted dataset at ``root`` (``results/{dataset}/v3.0``); it may not exist yet."""
+    return Path(root).parent / ROBO_PATH
 
 
 def cache_mode_of(loader: str) -> str:

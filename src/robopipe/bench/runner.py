@@ -145,10 +145,9 @@ def run_scenario(
         if scenario.loader.startswith("lerobot_"):
             measured = _run_lerobot(scenario, root, settings, url)
         elif "_seq_" in scenario.loader:
-            from robopipe.bench.robomimic_loaders import hdf5_path
             from robopipe.bench.sequence_loaders import run_sequence
 
-            measured = run_sequence(scenario, hdf5_path(root), settings)
+            measured = run_sequence(scenario, root, settings)
         elif scenario.loader.startswith("robopipe_"):
             measured = _run_robopipe(scenario, dataset, url, options, settings, rank, world_size)
         elif scenario.loader.startswith("robomimic_hdf5_"):
@@ -169,7 +168,7 @@ def run_scenario(
         "dataset": dataset,
         "scenario": scenario.name,
         **scenario.as_dict(),
-        "batch_size": settings.batch_size,
+        "batch_size": measured.get("batch_size", settings.batch_size),
         "image_dtype": settings.image_dtype,
         "samples": measured["samples"],
         "frames": measured["frames"],

@@ -30,6 +30,7 @@ LOADERS = (
     "robopipe_seq_all",
     "robopipe_seq_lru",
     "robopipe_seq_compressed",
+    "robopipe_seq_tar",  # the paper's robo format (robopipe.robomimic.robo), streamed
 )
 SOURCES = ("local", "http", "s3", "hf")
 DECODES = ("cpu", "cuda")
@@ -37,6 +38,11 @@ REMOTE_SOURCES = ("http", "s3", "hf")
 AXES = ("loader", "source", "mode", "encoding", "decode", "workers", "nodes")
 OPTIONAL_AXES = {"encoding": [None]}  # an axis the matrix may leave out, and its values then
 MODE_PATTERN = "[A-Za-z0-9]+"  # single, sarm, or a window name from config (no underscore)
+# the frame modes of the *_seq_* loaders: single (1 step) or seq<steps>, optionally with a
+# batch size overriding bench.batch_size and a square image size to downscale to
+SEQUENCE_MODE = re.compile(
+    r"^(?:single|seq(?P<seq>[1-9]\d*))(?:b(?P<batch>[1-9]\d*))?(?:r(?P<res>[1-9]\d*))?$"
+)
 
 # Snakemake wildcard_constraints: loader names contain underscores, so alternations
 WILDCARD_CONSTRAINTS = {
@@ -63,6 +69,32 @@ SCENARIO = re.compile(
     rf"^(?P<loader>{'|'.join(LOADERS)})_(?P<source>{'|'.join(SOURCES)})_(?P<mode>{MODE_PATTERN})"
     rf"(?:_e(?P<encoding>{ENCODING_PATTERN}))?_(?P<decode>{'|'.join(DECODES)})_w(?P<workers>\d+)_n(?P<nodes>\d+)$"
 )
+
+
+@dataclass(frozen=True)
+class SequenceMode:
+    """A ``*_seq_*`` loader's frame mode ``single`` or ``seq<N>[b<B>][r<S>]``: sequence length
+    ``N`` (``single``: 1), batch size ``B`` (None: ``bench.batch_size``), images downscaled to
+    ``S`` x ``S`` pixels (None: as stored). E.g. ``seq10b64``, ``seq50b1r28``."""
+
+    seq_length: int
+    batch_size: int | None = None
+    image_size: int | None = None
+
+
+def parse_sequence_mode(mode: str) -> SequenceMode:
+    """Parse a ``*_seq_*`` loader's frame mode (:class:`SequenceMode`).
+
+    Raises:
+        ValueError: not ``single`` or ``seq<N>[b<B>][r<S>]`` with positive numbers.
+    """
+    match = SEQUENCE_MODE.match(mode)
+    if not match:
+        raise ValueError(
+            f"frame mode {mode!r}: robomimic loaders take single or seq<N>[b<batch>][r<pixels>]"
+        )
+    seq, batch, res = (match[k] and int(match[k]) for k in ("seq", "batch", "res"))
+    return SequenceMode(seq or 1, batch, res)
 
 
 @dataclass(frozen=True)

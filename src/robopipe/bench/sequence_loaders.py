@@ -6,16 +6,21 @@ Scenario loaders ``robomimic_seq_<mode>`` run robomimic 0.3.0's own class (insta
 robomimic file (its plan, :func:`robopipe.bench.robomimic_loaders.plan_path`), with
 ``hdf5_cache_mode`` ``<mode>`` (``none`` is robomimic's None); ``robopipe_seq_lru`` and
 ``robopipe_seq_compressed`` run the paper's caches (:mod:`robopipe.robomimic.strategies`;
-its LRU cache holds the ``robomimic_lru_mb`` setting). All get the same arguments: every
-observation key of the file, ``actions``/``rewards``/``dones``, ``load_next_obs`` when
-the file has ``next_obs``, and a sequence length from the scenario's frame mode: ``single`` is
-1, ``seq<N>`` is N (e.g. ``robomimic_seq_all_local_seq10_cpu_w2_n1``).
+its LRU cache holds the ``robomimic_lru_mb`` setting), and ``robopipe_seq_tar`` streams the
+paper's robo archive of the file (:mod:`robopipe.robomimic.robo`; rule ``robomimic_robo``
+writes it to ``results/{dataset}/robomimic/robo.tar``) through a shuffle buffer of
+``shuffle_buffer`` items. All get the same arguments: every observation key of the file,
+``actions``/``rewards``/``dones``, ``load_next_obs`` when the file has ``next_obs``, and from
+the scenario's frame mode (:func:`robopipe.bench.scenarios.parse_sequence_mode`) a sequence
+length, optionally a batch size and an image size the robopipe loaders downscale images to
+(e.g. ``robomimic_seq_all_local_seq10_cpu_w2_n1``, ``robopipe_seq_tar_local_seq50b1r28_cpu_w0_n1``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 from pathlib import Path
 
 import h5py
@@ -23,30 +28,16 @@ import numpy as np
 from torch.utils.data import DataLoader, Sampler
 
 from robopipe.bench.measure import measure_latency, measure_throughput
+from robopipe.bench.robomimic_loaders import hdf5_path, robo_path
+from robopipe.bench.scenarios import LOADERS as ALL_LOADERS
+from robopipe.bench.scenarios import parse_sequence_mode
+from robopipe.robomimic.images import is_image
+from robopipe.robomimic.robo import RoboTarDataset
 from robopipe.robomimic.sequence import SequenceDataset
 from robopipe.robomimic.strategies import CompressedSequenceDataset, LruSequenceDataset
 
-KINDS = ("robomimic_seq_", "robopipe_seq_")
-MODES = ("none", "low_dim", "all")
-STRATEGIES = ("lru", "compressed")  # robopipe.robomimic.strategies, robopipe only
-LOADERS = (
-    *(kind + mode for kind in KINDS for mode in MODES),
-    *("robopipe_seq_" + strategy for strategy in STRATEGIES),
-)
+LOADERS = tuple(loader for loader in ALL_LOADERS if "_seq_" in loader)
 DATASET_KEYS = ("actions", "rewards", "dones")
-
-
-def seq_length_of(mode: str) -> int:
-    """The sequence length of a frame mode: ``single`` -> 1, ``seq<N>`` -> N.
-
-    Raises:
-        ValueError: any other mode.
-    """
-    if mode == "single":
-        return 1
-    if mode.startswith("seq") and mode[3:].isdigit() and int(mode[3:]) >= 1:
-        return int(mode[3:])
-    raise ValueError(f"frame mode {mode!r}: robomimic loaders take single or seq<N>")
 
 
 def file_keys(hdf5: str | Path) -> tuple[list[str], list[str], bool]:
@@ -54,39 +45,53 @@ def file_keys(hdf5: str | Path) -> tuple[list[str], list[str], bool]:
     images are uint8 observations of per-step shape (H, W, C)."""
     with h5py.File(hdf5, "r") as h5:
         demo = h5["data"][next(iter(h5["data"]))]
-        images = [k for k, v in demo["obs"].items() if v.dtype == np.uint8 and v.ndim == 4]
+        images = [k for k, v in demo["obs"].items() if is_image(v.dtype, v.shape[1:])]
         low_dim = [k for k in demo["obs"] if k not in images]
         return low_dim, images, "next_obs" in demo
 
 
-def open_sequence_dataset(loader: str, hdf5: str | Path, seq_length: int, **kwargs):
-    """The ``robomimic_seq_<mode>`` or ``robopipe_seq_<mode>`` dataset of ``hdf5`` (arguments
-    in the module docstring; ``kwargs`` override them, e.g. ``load_next_obs``;
-    ``cache_size_mb`` is used by ``robopipe_seq_lru`` only).
+def open_sequence_dataset(
+    loader: str, hdf5: str | Path, seq_length: int, *, robo: str | Path | None = None,
+    image_size: int | None = None, cache_size_mb: float | None = None, **kwargs,
+):  # fmt: skip
+    """The ``*_seq_*`` loader's dataset of ``hdf5`` (arguments in the module docstring;
+    ``kwargs`` override them, e.g. ``load_next_obs``, or add ``RoboTarDataset``'s, e.g.
+    ``shuffle_buffer``).
+
+    Args:
+        robo: the robo archive of ``hdf5`` (``robopipe_seq_tar`` only, which needs it).
+        image_size: downscale images to ``image_size`` x ``image_size`` (robopipe loaders).
+        cache_size_mb: the LRU cache's size (``robopipe_seq_lru``; default 256).
 
     Raises:
-        ValueError: an unknown loader, or robomimic 0.3.0 is not installed.
+        ValueError: an unknown loader, robomimic 0.3.0 is not installed, an image size for
+            robomimic's own loader, or ``robopipe_seq_tar`` without ``robo``.
     """
     if loader not in LOADERS:
         raise ValueError(f"loader {loader!r} is not one of {LOADERS}")
     mode = loader.rsplit("_seq_", 1)[1]
     low_dim, images, next_obs = file_keys(hdf5)
     arguments = dict(
-        hdf5_path=str(hdf5),
         obs_keys=low_dim + images,
         dataset_keys=DATASET_KEYS,
         seq_length=seq_length,
         load_next_obs=next_obs,
     )
     arguments.update(kwargs)
-    cache_size_mb = arguments.pop("cache_size_mb", None)
+    robopipe = {} if image_size is None else {"image_size": (image_size, image_size)}
+    if mode == "tar":
+        if robo is None:
+            raise ValueError(f"{loader} reads the file's robo archive: give its path")
+        return RoboTarDataset(robo, **arguments, **robopipe)
     if mode == "lru":
-        return LruSequenceDataset(**arguments, cache_size_mb=cache_size_mb or 256)
+        return LruSequenceDataset(hdf5, **arguments, cache_size_mb=cache_size_mb or 256, **robopipe)
     if mode == "compressed":
-        return CompressedSequenceDataset(**arguments)
+        return CompressedSequenceDataset(hdf5, **arguments, **robopipe)
     arguments.setdefault("hdf5_cache_mode", None if mode == "none" else mode)
     if loader.startswith("robopipe_"):
-        return SequenceDataset(**arguments)
+        return SequenceDataset(hdf5, **arguments, **robopipe)
+    if image_size is not None:
+        raise ValueError(f"{loader}: robomimic's own SequenceDataset cannot downscale images")
     try:
         from robomimic.utils import obs_utils
         from robomimic.utils.dataset import SequenceDataset as RobomimicSequenceDataset
@@ -97,7 +102,7 @@ def open_sequence_dataset(loader: str, hdf5: str | Path, seq_length: int, **kwar
         ) from None
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         obs_utils.initialize_obs_utils_with_obs_specs({"obs": {"low_dim": low_dim, "rgb": images}})
-        return RobomimicSequenceDataset(**arguments)
+        return RobomimicSequenceDataset(str(hdf5), **arguments)
 
 
 def item_demos(dataset) -> np.ndarray:
@@ -125,10 +130,15 @@ class Permutation(Sampler):
 def batches(dataset, *, batch_size: int, workers: int, seed: int, image_keys: list[str]):
     """``make_loader()`` for :func:`~robopipe.bench.measure.measure_throughput`: each call a
     shuffled epoch of one DataLoader over ``dataset`` (persistent workers), whose batches
-    carry ``index`` and ``episode_index`` (from the epoch's permutation) and ``obs/<camera>``
-    (B, T, H, W, C) next to robomimic's batch under ``batch``."""
-    demos = item_demos(dataset)
-    sampler = Permutation(len(dataset), seed)
+    carry ``index`` and ``episode_index`` (from the epoch's permutation, or a
+    ``RoboTarDataset``'s ``with_index`` keys) and ``obs/<camera>`` (B, T, H, W, C) next to
+    robomimic's batch under ``batch``."""
+    if isinstance(dataset, RoboTarDataset):
+        if not dataset.with_index:
+            raise ValueError("a RoboTarDataset benchmark needs with_index=True")
+        sampler, demos = None, None
+    else:
+        sampler, demos = Permutation(len(dataset), seed), item_demos(dataset)
     loader = DataLoader(
         dataset, batch_size=batch_size, sampler=sampler, num_workers=workers,
         persistent_workers=workers > 0,
@@ -136,12 +146,15 @@ def batches(dataset, *, batch_size: int, workers: int, seed: int, image_keys: li
 
     def make_loader():
         epoch = iter(loader)  # draws the epoch's permutation
-        order = sampler.order
-        for start, batch in zip(range(0, len(order), batch_size), epoch, strict=True):
-            index = order[start : start + batch_size]
+        for start, batch in zip(itertools.count(0, batch_size), epoch):
+            if sampler is None:
+                index, episodes = batch.pop("index").numpy(), batch.pop("demo").numpy()
+            else:
+                index = sampler.order[start : start + batch_size]
+                episodes = demos[index]
             yield {
                 "index": index,
-                "episode_index": demos[index],
+                "episode_index": episodes,
                 **{f"obs/{key}": batch["obs"][key] for key in image_keys},
                 "batch": batch,
             }
@@ -149,33 +162,47 @@ def batches(dataset, *, batch_size: int, workers: int, seed: int, image_keys: li
     return make_loader
 
 
-def run_sequence(scenario, hdf5: str | Path, settings) -> dict:
-    """Measure a ``robomimic_seq_*`` / ``robopipe_seq_*`` scenario on ``hdf5``; return the
-    runner's measured dict (``frames`` counts image observations of ``obs``; nothing is
-    decoded, so the decode fields are None).
+def run_sequence(scenario, root: str | Path, settings) -> dict:
+    """Measure a ``*_seq_*`` scenario of the dataset converted to ``root`` (its robomimic
+    file and robo archive: :func:`~robopipe.bench.robomimic_loaders.hdf5_path`,
+    :func:`~robopipe.bench.robomimic_loaders.robo_path`); return the runner's measured dict
+    (``frames`` counts image observations of ``obs``; nothing is decoded, so the decode fields
+    are None; ``batch_size`` is the frame mode's, else ``settings.batch_size``).
 
     Raises:
         ValueError: a remote source, decode ``cuda``, more than one rank, or see
-            :func:`open_sequence_dataset` and :func:`seq_length_of`.
+            :func:`open_sequence_dataset` and :func:`~robopipe.bench.scenarios.parse_sequence_mode`.
     """
     if scenario.decode != "cpu" or scenario.source != "local" or scenario.nodes != 1:
         raise ValueError(f"{scenario.name}: robomimic loaders read a local file, cpu, one node")
+    mode = parse_sequence_mode(scenario.mode)
+    batch_size = mode.batch_size or settings.batch_size
+    hdf5 = hdf5_path(root)
+    tar = scenario.loader == "robopipe_seq_tar"
+    extra = {"shuffle_buffer": settings.shuffle_buffer, "seed": settings.seed, "with_index": True}
     dataset = open_sequence_dataset(
-        scenario.loader, hdf5, seq_length_of(scenario.mode), cache_size_mb=settings.robomimic_lru_mb
-    )
+        scenario.loader, hdf5, mode.seq_length, robo=robo_path(root) if tar else None,
+        image_size=mode.image_size, cache_size_mb=settings.robomimic_lru_mb,
+        **(extra if tar else {}),
+    )  # fmt: skip
     image_keys = file_keys(hdf5)[1]
     measured = measure_throughput(
         batches(
-            dataset, batch_size=settings.batch_size, workers=scenario.workers,
+            dataset, batch_size=batch_size, workers=scenario.workers,
             seed=settings.seed, image_keys=image_keys,
         ),
         video_keys=[f"obs/{key}" for key in image_keys],
         warmup_batches=settings.warmup_batches,
         steady_s=settings.steady_s,
     )  # fmt: skip
-    indices = np.random.default_rng(settings.seed).integers(0, len(dataset), len(dataset))
-    measured.update(measure_latency((dataset[int(i)] for i in indices), settings.probe_samples))
+    if tar:
+        items = iter(dataset)
+    else:
+        indices = np.random.default_rng(settings.seed).integers(0, len(dataset), len(dataset))
+        items = (dataset[int(i)] for i in indices)
+    measured.update(measure_latency(items, settings.probe_samples))
     measured.update(
-        fetch_share=None, decode_share=None, decoder_cache=None, cpu_fallback=None, device="cpu"
-    )
+        fetch_share=None, decode_share=None, decoder_cache=None, cpu_fallback=None, device="cpu",
+        batch_size=batch_size,
+    )  # fmt: skip
     return measured

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from robopipe.atomic import atomic_path
-from robopipe.report import conversion, copies, dataloading, scaling
+from robopipe.report import conversion, copies, dataloading, paper, scaling
 from robopipe.report.results import (
     conversion_by_rule,
     load_benchmarks,
@@ -32,6 +32,9 @@ FIGURES = (
     "conversion_shards",
     "lerobot_convert",
     "copies",
+    "paper_cache_modes",
+    "paper_batch_size",
+    "paper_seq_length",
 )
 SUMMARY = "summary.csv"
 CONVERSION = "conversion.csv"
@@ -91,6 +94,9 @@ def build_dataset_report(
         *conversion.shards(jobs, out / "conversion_shards", dataset),
         *conversion.lerobot(comparison, out / "lerobot_convert", dataset),
         *copies.figure(copy_table, out / "copies", dataset),
+        *paper.cache_modes(table, out / "paper_cache_modes", dataset),
+        *paper.batch_sizes(table, out / "paper_batch_size", dataset),
+        *paper.seq_lengths(table, out / "paper_seq_length", dataset),
     ]
     with atomic_path(out / SCENARIOS) as cards:
         cards.mkdir()

@@ -49,6 +49,7 @@ import torch
 import torch.utils.data
 
 from robopipe.errors import DatasetError
+from robopipe.robomimic.images import downscale, is_image
 
 CACHE_MODES = (None, "none", "low_dim", "all")
 
@@ -74,6 +75,8 @@ class SequenceDataset(torch.utils.data.Dataset):
         hdf5_normalize_obs: normalize observations (see :meth:`get_obs_normalization_stats`).
         filter_by_attribute: a ``mask/<name>`` list of demos to use (e.g. ``train``).
         load_next_obs: add ``next_obs`` (read from ``data/demo_N/next_obs``).
+        image_size: not robomimic's: (height, width) to downscale image observations to, as
+            they are read or cached (:func:`robopipe.robomimic.images.downscale`), or None.
 
     Attributes (as robomimic's): ``demos`` (sorted demo names), ``n_demos``,
     ``total_num_sequences``, the arguments; and ``item_demos``, int64 (len(self),): the demo
@@ -103,6 +106,8 @@ class SequenceDataset(torch.utils.data.Dataset):
         hdf5_normalize_obs=False,
         filter_by_attribute=None,
         load_next_obs=True,
+        *,
+        image_size=None,
     ):
         super().__init__()
         if hdf5_cache_mode not in CACHE_MODES:
@@ -127,6 +132,7 @@ class SequenceDataset(torch.utils.data.Dataset):
         self.pad_seq_length = pad_seq_length
         self.get_pad_mask = get_pad_mask
         self.goal_mode = goal_mode
+        self.image_size = None if image_size is None else tuple(image_size)
         self._h5: h5py.File | None = None
         self._h5_pid: int | None = None
         self._handles: dict[tuple[int, str], h5py.Dataset] = {}
@@ -163,13 +169,11 @@ class SequenceDataset(torch.utils.data.Dataset):
             [int(h5[f"data/{d}"].attrs["num_samples"]) for d in self.demos], dtype=np.int64
         )
         self._offsets = np.concatenate([[0], np.cumsum(self._lengths)[:-1]]).astype(np.int64)
-        drop = (0 if self.pad_frame_stack else self.n_frame_stack - 1) + (
-            0 if self.pad_seq_length else self.seq_length - 1
-        )
-        counts = self._lengths - drop
-        if self.pad_seq_length:
-            counts = np.maximum(counts, 1)
-        elif (counts < 1).any():
+        counts, first, self._window, self._goal_step = demo_windows(
+            self._lengths, self.n_frame_stack, self.seq_length, self.pad_frame_stack,
+            self.pad_seq_length,
+        )  # fmt: skip
+        if (counts < 1).any():
             short = int(np.argmax(counts < 1))
             raise self._error(
                 f"{self.demos[short]} has {self._lengths[short]} steps, fewer than "
@@ -178,13 +182,8 @@ class SequenceDataset(torch.utils.data.Dataset):
             )
         self.item_demos = np.repeat(np.arange(self.n_demos), counts)
         starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-        first = 0 if self.pad_frame_stack else self.n_frame_stack - 1
         self._item_step = np.arange(len(self.item_demos)) - starts[self.item_demos] + first
         self.total_num_sequences = len(self.item_demos)
-        # robomimic's window: steps -(frame_stack - 1) .. seq_length - 1 around the item step
-        self._window = np.arange(-(self.n_frame_stack - 1), self.seq_length)
-        end = self._lengths - (0 if self.pad_seq_length else self.seq_length - 1)
-        self._goal_step = end - 1
         for path in self._paths():
             for episode, demo in enumerate(self.demos):
                 if path not in h5[f"data/{demo}"] and not self._zeros_allowed(path):
@@ -201,7 +200,7 @@ class SequenceDataset(torch.utils.data.Dataset):
 
     def _is_image(self, h5: h5py.File, key: str) -> bool:
         dataset = h5[f"data/{self.demos[0]}/obs/{key}"]
-        return dataset.dtype == np.uint8 and dataset.ndim == 4
+        return is_image(dataset.dtype, dataset.shape[1:])
 
     def _cached(self, path: str) -> bool:
         if self.hdf5_cache_mode == "all":
@@ -226,7 +225,7 @@ class SequenceDataset(torch.utils.data.Dataset):
                     source.read_direct(out, np.s_[:length], np.s_[offset : offset + length])
                 else:
                     out[offset : offset + length] = source[:length]
-            cache[path] = self._normalized(path, out)
+            cache[path] = self._prepared(path, out)
         return cache
 
     def _normalization_stats(self, h5: h5py.File) -> dict | None:
@@ -246,7 +245,10 @@ class SequenceDataset(torch.utils.data.Dataset):
             merged = stats if merged is None else {k: _merge(merged[k], stats[k]) for k in stats}
         return {k: {"mean": m, "std": np.sqrt(s / n) + 1e-3} for k, (n, m, s) in merged.items()}
 
-    def _normalized(self, path: str, values: np.ndarray) -> np.ndarray:
+    def _prepared(self, path: str, values: np.ndarray) -> np.ndarray:
+        """``values`` of ``path`` (steps first) as items give them: normalized, downscaled."""
+        if self.image_size is not None and path.split("/")[-1] in self.image_keys:
+            return downscale(values, self.image_size)
         if self.obs_normalization_stats is None or path in self.dataset_keys:
             return values
         stats = self.obs_normalization_stats[path.split("/")[1]]
@@ -308,36 +310,19 @@ class SequenceDataset(torch.utils.data.Dataset):
         if len(indices) and not (indices.min() >= 0 and indices.max() < len(self)):
             raise IndexError(f"item index outside [0, {len(self)})")
         demo = self.item_demos[indices]
-        steps = self._item_step[indices, None] + self._window  # (B, T) steps in the demo
-        last = self._lengths[demo, None] - 1
-        rows = np.clip(steps, 0, last)  # padding repeats the first / last step
-        values = {path: self._rows(path, demo, rows) for path in self._paths()}
-        if self.get_pad_mask:
-            values["pad_mask"] = ((steps >= 0) & (steps <= last))[..., None]  # (B, T, 1)
-        if self.goal_mode == "last":
-            goal_rows = self._goal_step[demo, None]
-            for key in self.obs_keys:
-                values[f"goal_obs/{key}"] = self._rows(f"next_obs/{key}", demo, goal_rows)[:, 0]
-            if self.get_pad_mask:  # robomimic keeps the goal step's mask, shape (1,)
-                values["goal_obs/pad_mask"] = np.ones((len(indices), 1), bool)
-        if torch_views:
-            per_item = {k: torch.from_numpy(v).unbind(0) for k, v in values.items()}
-        else:
-            per_item = values
-        mask = ["pad_mask"] if self.get_pad_mask else []
-        for group in ("obs", "next_obs"):  # their masks are the item's
-            per_item.update((f"{group}/{k}", per_item[k]) for k in mask)
-        groups = ["obs", *self._groups()]
-        top = [*self.dataset_keys, *mask]
-        columns = [per_item[k] for k in top]
-        for group in groups:
-            keys = [*self.obs_keys, *mask]
-            columns.append(_dicts(len(indices), keys, [per_item[f"{group}/{k}"] for k in keys]))
-        return _dicts(len(indices), [*top, *groups], columns)
-
-    def _groups(self) -> list[str]:
-        """The observation groups of an item besides ``obs``."""
-        return ["next_obs"] * self.load_next_obs + ["goal_obs"] * (self.goal_mode == "last")
+        return window_items(
+            lambda path, rows: self._rows(path, demo, rows),
+            self._item_step[indices],
+            self._window,
+            self._lengths[demo],
+            self._goal_step[demo],
+            obs_keys=self.obs_keys,
+            dataset_keys=self.dataset_keys,
+            get_pad_mask=self.get_pad_mask,
+            goal_mode=self.goal_mode,
+            load_next_obs=self.load_next_obs,
+            torch_views=torch_views,
+        )
 
     def _rows(self, path: str, demo: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """(B, T, ...) values of ``path`` at demo ``demo[b]``'s ``rows[b]`` (clipped rows)."""
@@ -348,7 +333,7 @@ class SequenceDataset(torch.utils.data.Dataset):
         for d, r in zip(demo, rows, strict=True):
             lo, hi = int(r[0]), int(r[-1]) + 1
             window = self._dataset(int(d), path)[lo:hi]
-            out.append(self._normalized(path, window if hi - lo == len(r) else window[r - lo]))
+            out.append(self._prepared(path, window if hi - lo == len(r) else window[r - lo]))
         return np.stack(out)
 
     def _dataset(self, demo: int, path: str) -> h5py.Dataset:
@@ -361,11 +346,78 @@ class SequenceDataset(torch.utils.data.Dataset):
         return handle
 
 
+def demo_windows(
+    lengths: np.ndarray, frame_stack: int, seq_length: int, pad_frame_stack: bool,
+    pad_seq_length: bool,
+) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:  # fmt: skip
+    """robomimic's windows over demos of ``lengths`` steps (int64 (n_demos,)).
+
+    Returns:
+        counts: int64 (n_demos,), items per demo (< 1 where a demo is too short for
+            unpadded windows; at least 1 with ``pad_seq_length``);
+        first: the step of a demo's first item;
+        window: int64 (frame_stack - 1 + seq_length,), steps relative to the item's step;
+        goal_step: int64 (n_demos,), the step ``goal_mode="last"`` takes the goal from.
+    """
+    drop = (0 if pad_frame_stack else frame_stack - 1) + (0 if pad_seq_length else seq_length - 1)
+    counts = lengths - drop
+    if pad_seq_length:
+        counts = np.maximum(counts, 1)
+    first = 0 if pad_frame_stack else frame_stack - 1
+    window = np.arange(-(frame_stack - 1), seq_length)
+    goal_step = lengths - (0 if pad_seq_length else seq_length - 1) - 1
+    return counts, first, window, goal_step
+
+
+def window_items(
+    rows_of, item_steps, window, lengths, goal_steps, *, obs_keys, dataset_keys,
+    get_pad_mask, goal_mode, load_next_obs, torch_views,
+) -> list[dict]:  # fmt: skip
+    """robomimic's items (see the module docstring) of B windows.
+
+    Args:
+        rows_of: ``rows_of(path, rows)`` -> (B, T, ...) values of ``path`` (``obs/<key>``,
+            ``next_obs/<key>`` or a dataset key) at clipped demo steps ``rows`` (B, T) of
+            each item's demo (goal rows have T = 1).
+        item_steps: int64 (B,), each item's step in its demo; ``window`` from
+            :func:`demo_windows`; ``lengths``, ``goal_steps``: int64 (B,), of each item's demo.
+        torch_views: values as torch tensors (views of one tensor per key) instead of numpy.
+    """
+    steps = item_steps[:, None] + window  # (B, T) steps in the demo
+    last = lengths[:, None] - 1
+    rows = np.minimum(np.maximum(steps, 0), last)  # padding repeats the first / last step
+    prefixes = ("obs", "next_obs") if load_next_obs else ("obs",)
+    paths = [f"{p}/{k}" for p in prefixes for k in obs_keys] + list(dataset_keys)
+    values = {path: rows_of(path, rows) for path in paths}
+    if get_pad_mask:
+        values["pad_mask"] = ((steps >= 0) & (steps <= last))[..., None]  # (B, T, 1)
+    if goal_mode == "last":
+        for key in obs_keys:
+            values[f"goal_obs/{key}"] = rows_of(f"next_obs/{key}", goal_steps[:, None])[:, 0]
+        if get_pad_mask:  # robomimic keeps the goal step's mask, shape (1,)
+            values["goal_obs/pad_mask"] = np.ones((len(item_steps), 1), bool)
+    if torch_views:
+        per_item = {k: torch.from_numpy(v).unbind(0) for k, v in values.items()}
+    else:
+        per_item = values
+    mask = ["pad_mask"] if get_pad_mask else []
+    for group in ("obs", "next_obs"):  # their masks are the item's
+        per_item.update((f"{group}/{k}", per_item[k]) for k in mask)
+    groups = ["obs", *["next_obs"] * load_next_obs, *["goal_obs"] * (goal_mode == "last")]
+    top = [*dataset_keys, *mask]
+    columns = [per_item[k] for k in top]
+    for group in groups:
+        keys = [*obs_keys, *mask]
+        columns.append(_dicts(len(item_steps), keys, [per_item[f"{group}/{k}"] for k in keys]))
+    return _dicts(len(item_steps), [*top, *groups], columns)
+
+
 def _dicts(count: int, keys: list[str], columns: list) -> list[dict]:
-    """``count`` dicts, dict ``b`` being ``{keys[j]: columns[j][b]}``."""
+    """``count`` dicts, dict ``b`` being ``{keys[j]: columns[j][b]}`` (every column has
+    ``count`` entries)."""
     if not columns:
         return [{} for _ in range(count)]
-    return [dict(zip(keys, row, strict=True)) for row in zip(*columns, strict=True)]
+    return [dict(zip(keys, row)) for row in zip(*columns)]  # noqa: B905 (lengths equal)
 
 
 def _merge(a: tuple, b: tuple) -> tuple:

@@ -54,7 +54,7 @@ class LruSequenceDataset(SequenceDataset):
             self._demos.move_to_end(demo)
             return arrays
         self.misses += 1
-        arrays = {p: self._normalized(p, self._dataset(demo, p)[()]) for p in self._paths()}
+        arrays = {p: self._prepared(p, self._dataset(demo, p)[()]) for p in self._paths()}
         self._demos[demo] = arrays
         self.cached_bytes += sum(a.nbytes for a in arrays.values())
         while len(self._demos) > 1 and self.cached_bytes > self.cache_size_mb * 2**20:
@@ -83,7 +83,7 @@ class CompressedSequenceDataset(SequenceDataset):
         self._archives = []
         for demo in range(self.n_demos):
             buffer = io.BytesIO()
-            arrays = {p: self._normalized(p, self._dataset(demo, p)[()]) for p in self._names}
+            arrays = {p: self._prepared(p, self._dataset(demo, p)[()]) for p in self._names}
             np.savez_compressed(buffer, **{self._names[p]: a for p, a in arrays.items()})
             self._archives.append(buffer.getvalue())
         self.compressed_bytes = sum(len(a) for a in self._archives)
