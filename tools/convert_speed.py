@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         "--codec",
         choices=("libsvtav1", "h264"),
         default="libsvtav1",
-        help="demo video codec (h264: PyAV's libsvtav1 can hang on long runs, see README)",
+        help="demo video codec (h264 generates faster than libsvtav1)",
     )
     parser.add_argument(
         "--repeat", type=int, default=3, help="runs of each converter, alternating (medians)"
