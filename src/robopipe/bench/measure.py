@@ -17,6 +17,8 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 
+import numpy as np
+
 
 class ZeroSamplesError(RuntimeError):
     """The loader yielded no sample at all: a benchmark of it is meaningless."""
@@ -132,6 +134,13 @@ def _endless(make_loader: Callable[[], Iterable[dict]]) -> Iterator[dict]:
             yield batch
         if empty:
             return
+
+
+def random_items(dataset, seed: int) -> Iterator:
+    """Items of a map-style ``dataset`` at seeded random indices (drawn with replacement),
+    the probe that :func:`measure_latency` times for a shuffled loader."""
+    indices = np.random.default_rng(seed).integers(0, len(dataset), len(dataset))
+    return (dataset[int(i)] for i in indices)
 
 
 def measure_latency(items: Iterator[dict], count: int) -> dict:

@@ -25,7 +25,12 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
-from robopipe.bench.measure import ZeroSamplesError, measure_latency, measure_throughput
+from robopipe.bench.measure import (
+    ZeroSamplesError,
+    measure_latency,
+    measure_throughput,
+    random_items,
+)
 from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
 from robopipe.bench.servers import serve_http, serve_s3
@@ -239,11 +244,7 @@ def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -
     del loader
     busy = window["fetch_s"] + window["decode_s"]
     probe = dataset_cls(url, **kwargs)
-    if stream:
-        items = iter(probe)
-    else:
-        indices = np.random.default_rng(settings.seed).integers(0, len(probe), len(probe))
-        items = (probe[int(i)] for i in indices)
+    items = iter(probe) if stream else random_items(probe, settings.seed)
     measured.update(measure_latency(items, settings.probe_samples))
     measured.update(
         fetch_share=window["fetch_s"] / busy if busy else None,

@@ -27,7 +27,7 @@ import h5py
 import numpy as np
 from torch.utils.data import DataLoader, Sampler
 
-from robopipe.bench.measure import measure_latency, measure_throughput
+from robopipe.bench.measure import measure_latency, measure_throughput, random_items
 from robopipe.bench.robomimic_loaders import hdf5_path, robo_path
 from robopipe.bench.scenarios import LOADERS as ALL_LOADERS
 from robopipe.bench.scenarios import parse_sequence_mode
@@ -195,11 +195,7 @@ def run_sequence(scenario, root: str | Path, settings) -> dict:
         warmup_batches=settings.warmup_batches,
         steady_s=settings.steady_s,
     )  # fmt: skip
-    if tar:
-        items = iter(dataset)
-    else:
-        indices = np.random.default_rng(settings.seed).integers(0, len(dataset), len(dataset))
-        items = (dataset[int(i)] for i in indices)
+    items = iter(dataset) if tar else random_items(dataset, settings.seed)
     measured.update(measure_latency(items, settings.probe_samples))
     measured.update(
         fetch_share=None, decode_share=None, decoder_cache=None, cpu_fallback=None, device="cpu",
