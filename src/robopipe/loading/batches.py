@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
+from robopipe.transport import InlineTensors
+
 
 class FrameBatch(list):
     """The items of one batch (a list, as ``__getitems__`` returns), plus ``frames``:
@@ -84,9 +86,10 @@ class BatchBuffers:
 def collate(batch: list[dict]) -> dict:
     """``torch.utils.data.default_collate``, except for a ``FrameBatch``
     (``MapDataset(..., batch_buffers=k).__getitems__``): its frames are its buffers, not a new
-    stack, and in a DataLoader worker its other tensors travel to the main process as numpy
-    arrays inside the pickled batch (a few KB), not as one new shared-memory segment per key
-    (each a file descriptor passed over a socket: 5 ms per batch of cr5's 7 keys).
+    stack, and in a DataLoader worker the batch is an :class:`~robopipe.transport.InlineTensors`,
+    so its small tensors travel to the main process inside the pickled batch (a few KB), not as
+    one new shared-memory segment per key (each a file descriptor passed over a socket: 5 ms
+    per batch of cr5's 7 keys).
 
     Pass it as the DataLoader's ``collate_fn``; on any other batch it is ``default_collate``.
     The batch is a dict with the items' keys in their order, tensors (B, ...) of the items'
@@ -95,37 +98,14 @@ def collate(batch: list[dict]) -> dict:
     frames = getattr(batch, "frames", None)
     if not frames:
         return default_collate(batch)
-    arrays, others = {}, {}
+    out = {}
     for key in batch[0]:
         if key in frames:
+            out[key] = frames[key]
             continue
         values = [item[key] for item in batch]
         if torch.is_tensor(values[0]):
-            arrays[key] = np.stack([v.numpy() for v in values])
+            out[key] = torch.from_numpy(np.stack([v.numpy() for v in values]))
         else:
-            others[key] = default_collate(values)
-    parts = (list(batch[0]), frames, arrays, others)
-    return _assemble(*parts) if get_worker_info() is None else _PackedBatch(parts)
-
-
-class _PackedBatch:
-    """A worker's batch on its way to the main process, where unpickling makes it the dict."""
-
-    def __init__(self, parts: tuple) -> None:
-        self.parts = parts
-
-    def __reduce__(self):
-        return _assemble, self.parts
-
-
-def _assemble(keys: list[str], frames: dict, arrays: dict, others: dict) -> dict:
-    """The batch dict, in ``keys`` order, from frames, numpy arrays and collated others."""
-    batch = {}
-    for key in keys:
-        if key in frames:
-            batch[key] = frames[key]
-        elif key in arrays:
-            batch[key] = torch.from_numpy(arrays[key])
-        else:
-            batch[key] = others[key]
-    return batch
+            out[key] = default_collate(values)
+    return out if get_worker_info() is None else InlineTensors(out)

@@ -28,7 +28,9 @@ How it differs, all in speed and memory, never in values:
 - mode ``None`` (and images in ``low_dim``) read one contiguous slice per key from dataset
   handles opened once per process; only the requested keys are read;
 - ``__getitems__`` (the DataLoader's batched fetch) gathers a whole batch per key at once
-  and hands ``default_collate`` torch tensors, which it stacks faster than numpy arrays.
+  and hands ``default_collate`` torch tensors, which it stacks faster than numpy arrays;
+- a worker's batch carries its small tensors inside its pickle (``robopipe.transport``), not
+  one shared-memory file descriptor per key, which capped the main process (robomimic's too).
 
 Image keys (uint8 with a per-step shape of 3 dimensions) are what robomimic's ``low_dim`` mode
 leaves on disk; robomimic learns this from its observation-modality registry, this class
@@ -50,6 +52,7 @@ import torch.utils.data
 
 from robopipe.errors import DatasetError
 from robopipe.robomimic.images import downscale, is_image
+from robopipe.transport import InlineTensors
 
 CACHE_MODES = (None, "none", "low_dim", "all")
 
@@ -298,12 +301,17 @@ class SequenceDataset(torch.utils.data.Dataset):
         """Items ``indices`` (the DataLoader's batched fetch): cached keys are gathered for the
         whole batch at once, and values are torch tensors (views of one batch tensor per key),
         which ``default_collate`` stacks several times faster than numpy arrays; the collated
-        batch is the same as from :meth:`__getitem__`'s numpy items.
+        batch is the same as from :meth:`__getitem__`'s numpy items. In a DataLoader worker
+        the items are :class:`~robopipe.transport.InlineTensors`, so the batch's small tensors
+        reach the main process inside its pickle (a plain dict there).
 
         Raises:
             IndexError: an index outside ``[0, len(self))``.
         """
-        return self._items(indices, torch_views=True)
+        items = self._items(indices, torch_views=True)
+        if torch.utils.data.get_worker_info() is None:
+            return items
+        return [InlineTensors(item) for item in items]
 
     def _items(self, indices, torch_views: bool) -> list[dict]:
         indices = np.asarray(indices, dtype=np.int64)
