@@ -51,10 +51,13 @@ from robopipe.layout import DEFAULT_DATA_FILE_SIZE_IN_MB, DEFAULT_VIDEO_FILE_SIZ
 
 def timed_process(cmd: list[str], log: Path, env: dict | None = None, cwd: Path | None = None):
     """Run ``cmd`` to completion; return (wall seconds, peak RSS in MB of the process itself).
+    The previous command's writes are flushed to disk first (``sync``, not timed), so that no
+    command pays for the one before it.
 
     Raises:
         SystemExit: the command failed (its log is named).
     """
+    os.sync()
     with open(log, "w") as f:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd)
