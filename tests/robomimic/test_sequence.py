@@ -82,6 +82,20 @@ def test_dataloader_batches_equal_robomimic(image_hdf5, mode, assert_same):
         assert_same(expected, actual)
 
 
+def test_worker_batches_are_plain_dicts_equal_to_in_process_ones(image_hdf5, assert_same):
+    """With workers the items travel as InlineTensors; the loop still gets plain dicts."""
+    ours = SequenceDataset(
+        hdf5_path=image_hdf5, obs_keys=[IMAGE, *LOW_DIM], dataset_keys=DATASET_KEYS,
+        seq_length=10, get_pad_mask=True, hdf5_cache_mode="all",
+    )  # fmt: skip
+    in_process = list(DataLoader(ours, batch_size=16))
+    workers = list(DataLoader(ours, batch_size=16, num_workers=2))
+    assert len(workers) == len(in_process)
+    for expected, actual in zip(in_process, workers, strict=True):
+        assert type(actual) is dict and type(actual["obs"]) is dict
+        assert_same(expected, actual)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_items_equal_robomimic_on_lift(lift_hdf5, mode, assert_same):
     # Lift demos are shorter than 50 steps: seq_length 50 needs pad_seq_length

@@ -308,12 +308,12 @@ class SequenceDataset(torch.utils.data.Dataset):
         Raises:
             IndexError: an index outside ``[0, len(self))``.
         """
-        items = self._items(indices, torch_views=True)
-        if torch.utils.data.get_worker_info() is None:
-            return items
-        return [InlineTensors(item) for item in items]
+        in_worker = torch.utils.data.get_worker_info() is not None
+        return self._items(
+            indices, torch_views=True, item_type=InlineTensors if in_worker else dict
+        )
 
-    def _items(self, indices, torch_views: bool) -> list[dict]:
+    def _items(self, indices, torch_views: bool, item_type: type = dict) -> list[dict]:
         indices = np.asarray(indices, dtype=np.int64)
         if len(indices) and not (indices.min() >= 0 and indices.max() < len(self)):
             raise IndexError(f"item index outside [0, {len(self)})")
@@ -330,6 +330,7 @@ class SequenceDataset(torch.utils.data.Dataset):
             goal_mode=self.goal_mode,
             load_next_obs=self.load_next_obs,
             torch_views=torch_views,
+            item_type=item_type,
         )
 
     def _rows(self, path: str, demo: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -379,7 +380,7 @@ def demo_windows(
 
 def window_items(
     rows_of, item_steps, window, lengths, goal_steps, *, obs_keys, dataset_keys,
-    get_pad_mask, goal_mode, load_next_obs, torch_views,
+    get_pad_mask, goal_mode, load_next_obs, torch_views, item_type=dict,
 ) -> list[dict]:  # fmt: skip
     """robomimic's items (see the module docstring) of B windows.
 
@@ -390,6 +391,7 @@ def window_items(
         item_steps: int64 (B,), each item's step in its demo; ``window`` from
             :func:`demo_windows`; ``lengths``, ``goal_steps``: int64 (B,), of each item's demo.
         torch_views: values as torch tensors (views of one tensor per key) instead of numpy.
+        item_type: the type of each item (a dict type; nested groups are plain dicts).
     """
     steps = item_steps[:, None] + window  # (B, T) steps in the demo
     last = lengths[:, None] - 1
@@ -417,15 +419,15 @@ def window_items(
     for group in groups:
         keys = [*obs_keys, *mask]
         columns.append(_dicts(len(item_steps), keys, [per_item[f"{group}/{k}"] for k in keys]))
-    return _dicts(len(item_steps), [*top, *groups], columns)
+    return _dicts(len(item_steps), [*top, *groups], columns, item_type)
 
 
-def _dicts(count: int, keys: list[str], columns: list) -> list[dict]:
-    """``count`` dicts, dict ``b`` being ``{keys[j]: columns[j][b]}`` (every column has
-    ``count`` entries)."""
+def _dicts(count: int, keys: list[str], columns: list, item_type: type = dict) -> list[dict]:
+    """``count`` dicts of ``item_type``, dict ``b`` being ``{keys[j]: columns[j][b]}``
+    (every column has ``count`` entries)."""
     if not columns:
-        return [{} for _ in range(count)]
-    return [dict(zip(keys, row)) for row in zip(*columns)]  # noqa: B905 (lengths equal)
+        return [item_type() for _ in range(count)]
+    return [item_type(zip(keys, row)) for row in zip(*columns)]  # noqa: B905 (lengths equal)
 
 
 def _merge(a: tuple, b: tuple) -> tuple:
