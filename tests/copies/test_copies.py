@@ -9,12 +9,15 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 import torch
 
 from robopipe.copies.encodings import parse_encoding
 from robopipe.copies.fidelity import Fidelity, psnr, ssim
 from robopipe.copies.make import make_copy
+from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_data_file, read_meta
 from robopipe.loading import MapDataset, StreamingDataset
 
@@ -103,6 +106,27 @@ def test_windows_read_stored_frames(v30, tmp_path):
     item = copy[0]
     assert item["observation.images.front"].shape == (2, 3, 48, 64)
     assert item["observation.images.front_is_pad"].tolist() == [True, False]
+
+
+def test_an_undecodable_stored_frame_names_its_episode_frame_and_file(v30, tmp_path):
+    make_copy(v30, tmp_path / "v3.0", tmp_path / "copy.json", "jpeg90")
+    copy = MapDataset(tmp_path / "v3.0")
+    relative = copy.meta.data_file(1)
+    table = pq.read_table(tmp_path / "v3.0" / relative)
+    key = "observation.images.front"
+    frames = table.column(key).to_pylist()
+    episodes, positions = (table.column(c).to_numpy() for c in ("episode_index", "frame_index"))
+    at = int(np.flatnonzero((episodes == 1) & (positions == 2))[0])  # episode 1's third frame
+    frames[at] = {"bytes": frames[at]["bytes"][:200], "path": ""}  # a truncated JPEG
+    column = pa.array(frames, type=table.schema.field(key).type)
+    table = table.set_column(table.schema.get_field_index(key), key, column)
+    pq.write_table(table, tmp_path / "v3.0" / relative, row_group_size=1)
+    copy = MapDataset(tmp_path / "v3.0")
+    with pytest.raises(DatasetError) as raised:
+        copy[int(copy.meta.episodes["dataset_from_index"][1]) + 2]
+    message = str(raised.value)
+    assert "episode 1" in message and relative in message and f"frame 2 of {key}" in message
+    assert len(message.splitlines()) == 1
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,8 @@ import torch
 from fsspec.implementations.local import LocalFileSystem
 from PIL import Image
 
+from robopipe.errors import DatasetError
+
 
 class StoredFrames:
     """Reads the frames of ``meta.stored_frame_keys`` by episode and row.
@@ -52,7 +54,12 @@ class StoredFrames:
         return self._files[relative]
 
     def read(self, key: str, episode: int, positions: np.ndarray) -> torch.Tensor:
-        """Frames of ``key`` at rows ``positions`` of ``episode``: (T, C, H, W) uint8."""
+        """Frames of ``key`` at rows ``positions`` of ``episode``: (T, C, H, W) uint8.
+
+        Raises:
+            DatasetError: a stored frame cannot be decoded (names the episode, the frame
+                and the data file).
+        """
         relative = self.meta.data_file(episode)
         parquet, starts = self._open(relative)
         first = int(self.meta.episodes["dataset_from_index"][episode]) - self._file_start[relative]
@@ -62,7 +69,16 @@ class StoredFrames:
             group = int(np.searchsorted(starts, row, side="right")) - 1
             column = parquet.read_row_group(group, columns=[key], use_threads=False).column(0)
             data = column.chunk(0).field("bytes")[row - int(starts[group])].as_py()
-            frames.append(torch.from_numpy(decode_image(data)).permute(2, 0, 1))
+            try:
+                rgb = decode_image(data)
+            except (ValueError, OSError) as error:  # simplejpeg's and Pillow's decode errors
+                raise DatasetError(
+                    self.meta.name,
+                    f"frame {int(position)} of {key} cannot be decoded: {error}",
+                    episode=episode,
+                    file=relative,
+                ) from error
+            frames.append(torch.from_numpy(rgb).permute(2, 0, 1))
         return frames[0].unsqueeze(0) if len(frames) == 1 else torch.stack(frames)
 
 
