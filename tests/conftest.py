@@ -17,7 +17,7 @@
     ``preset``) is passed through.
 
 ``snakemake_cmd`` / ``run_snakemake`` / ``file_tree``
-    The real workflow run in a scratch working directory: ``snakemake -s <repo>/workflow/Snakefile
+    The real workflow run in a scratch working directory: ``snakemake -s <repo>/Snakefile
     -d <workdir> --configfile <workdir>/config.yaml ARGS`` (the default config is merged
     under the given one). ``file_tree(root)`` maps every file under a folder to the SHA-256
     of its bytes, to compare two outputs.
@@ -105,7 +105,7 @@ def shared_datasets() -> Path:
     return path
 
 
-SNAKEFILE = REPO_ROOT / "workflow" / "Snakefile"
+SNAKEFILE = REPO_ROOT / "Snakefile"
 
 
 def snakemake_command(workdir: Path, config: dict, *args: str) -> list[str]:

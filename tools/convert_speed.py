@@ -116,7 +116,7 @@ def run_snakemake(source: Path, work: Path, name: str, cores: int, restamp: bool
     entry = {"path": str(source), "conversion": {"restamp_timestamps": restamp}}
     config.write_text(json.dumps({"datasets": {name: entry}}))
     # `python -m snakemake`, as lerobot's converter runs as `python -m lerobot...`
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "workflow" / "Snakefile")]
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
     cmd += ["-d", str(workdir)]
     # The default config first (relative paths resolve against -d, not the repo), then ours.
     cmd += ["--configfile", str(REPO / "config" / "config.yaml"), str(config)]

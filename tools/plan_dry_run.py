@@ -10,7 +10,7 @@ X MiB apparent size (no disk used), to count the video files of a dataset of rea
 Then, timed: ``snakemake -n --quiet rules`` of the real Snakefile with a config naming the
 dataset (the conversion target by default), as a whole process (interpreter start included).
 Prints the wall time and the jobs per rule. With ``--slurm``, the dry run uses the SLURM profile
-(``--executor slurm --workflow-profile workflow/profiles/slurm``) and also prints how many
+(``--executor slurm --workflow-profile profiles/slurm``) and also prints how many
 ``sbatch`` calls the run would make: one per group job, one per job outside a group. Usage::
 
     python tools/plan_dry_run.py [--episodes 30000] [--cameras 3] [--episodes-per-shard 100]
@@ -42,7 +42,7 @@ from robopipe.layout import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-SLURM_PROFILE = "workflow/profiles/slurm"
+SLURM_PROFILE = "profiles/slurm"
 MIB = 1024 * 1024
 
 
@@ -104,7 +104,7 @@ def time_dry_run(
         yaml.safe_dump({"datasets": {"big": {"path": str(source), "conversion": conversion}}})
     )
     command = [
-        sys.executable, "-m", "snakemake", target, "-s", str(REPO / "workflow" / "Snakefile"),
+        sys.executable, "-m", "snakemake", target, "-s", str(REPO / "Snakefile"),
         "-d", str(work / "run"), "-n",
         # -d makes the Snakefile's own `configfile:` path relative to the run folder: load it here
         "--configfile", str(REPO / "config" / "config.yaml"), str(config),

@@ -214,7 +214,7 @@ def check_fit(jobs, partitions: dict) -> None:
         if why:
             raise WorkflowError(
                 f"robopipe: {job_label(job)} asks for {request.describe()}, but "
-                f"{partition.describe()} ({why}); lower the request (workflow/profiles/slurm, "
+                f"{partition.describe()} ({why}); lower the request (profiles/slurm, "
                 "or the benchmark matrix's workers and nodes) or choose a partition with "
                 "larger nodes (slurm_partition)"
             )

@@ -16,8 +16,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "tools" / "slurm_local.sh"
-SNAKEFILE = REPO_ROOT / "workflow" / "Snakefile"
-SLURM_PROFILE = REPO_ROOT / "workflow" / "profiles" / "slurm"
+SNAKEFILE = REPO_ROOT / "Snakefile"
+SLURM_PROFILE = REPO_ROOT / "profiles" / "slurm"
 CANNOT_RUN_HERE = 3  # slurm_local.sh's exit status for "not root / no packages / foreign config"
 
 # Fast status checks for a test cluster without accounting (squeue, not sacct).

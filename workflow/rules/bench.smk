@@ -27,7 +27,7 @@ rule bench_scenario:
     resources:
         network=bench_network,
         bench=1,
-        # read by the SLURM executor (workflow/profiles/slurm), ignored locally
+        # read by the SLURM executor (profiles/slurm), ignored locally
         nodes=bench_nodes,
         tasks=bench_nodes,
         cpus_per_task=bench_threads,
@@ -37,7 +37,7 @@ rule bench_scenario:
     params:
         settings=bench_settings,
     script:
-        "../scripts/bench_scenario.py"
+        "../../scripts/bench_scenario.py"
 
 
 rule bench_ceiling:
@@ -58,7 +58,7 @@ rule bench_ceiling:
     params:
         frames=config["bench"].get("ceiling_frames", 300),
     script:
-        "../scripts/bench_ceiling.py"
+        "../../scripts/bench_ceiling.py"
 
 
 rule bench:

@@ -56,7 +56,7 @@ def stop(lines):
     sys.exit(1)
 
 
-CONFIG_SCHEMA = os.path.join(workflow.basedir, "schemas", "config.schema.yaml")
+CONFIG_SCHEMA = os.path.join(workflow.basedir, "workflow", "schemas", "config.schema.yaml")
 
 
 def check_config():

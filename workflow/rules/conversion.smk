@@ -37,7 +37,7 @@ rule source_check:
         options=conversion_of,
         files=all_source_signatures,
     script:
-        "../scripts/check.py"
+        "../../scripts/check.py"
 
 
 checkpoint plan:
@@ -58,7 +58,7 @@ checkpoint plan:
         options=conversion_of,
         layout=parse_time_layout,
     script:
-        "../scripts/plan.py"
+        "../../scripts/plan.py"
 
 
 rule shard:
@@ -80,7 +80,7 @@ rule shard:
     params:
         files=shard_signatures,
     script:
-        "../scripts/shard.py"
+        "../../scripts/shard.py"
 
 
 # Each final-file job writes its file, then proves it against the source in the same process
@@ -107,7 +107,7 @@ rule aggregate_data:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/aggregate_data.py"
+        "../../scripts/aggregate_data.py"
 
 
 rule aggregate_video:
@@ -134,7 +134,7 @@ rule aggregate_video:
     params:
         files=video_signatures,
     script:
-        "../scripts/aggregate_video.py"
+        "../../scripts/aggregate_video.py"
 
 
 rule meta:
@@ -154,7 +154,7 @@ rule meta:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/meta.py"
+        "../../scripts/meta.py"
 
 
 # `validate` checks the staged dataset as a whole (meta rows, and the first and last frame of
@@ -176,7 +176,7 @@ rule validate:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/validate.py"
+        "../../scripts/validate.py"
 
 
 # The declared output is the dataset's meta/info.json, not the folder: a directory() output
@@ -200,7 +200,7 @@ rule publish:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/publish.py"
+        "../../scripts/publish.py"
 
 
 rule convert:

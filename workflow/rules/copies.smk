@@ -28,7 +28,7 @@ rule copy_file:
     params:
         fidelity_stride=config.get("copies", {}).get("fidelity_stride", 1),
     script:
-        "../scripts/copy_file.py"
+        "../../scripts/copy_file.py"
 
 
 rule copy_finish:
@@ -48,4 +48,4 @@ rule copy_finish:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/copy_finish.py"
+        "../../scripts/copy_finish.py"

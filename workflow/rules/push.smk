@@ -20,7 +20,7 @@ rule push_dataset:
     params:
         push=push_options,
     script:
-        "../scripts/push.py"
+        "../../scripts/push.py"
 
 
 rule push:

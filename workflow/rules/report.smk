@@ -175,7 +175,7 @@ rule report_dataset:
     params:
         logs="results/logs/{dataset}",
     script:
-        "../scripts/report.py"
+        "../../scripts/report.py"
 
 
 rule report:
@@ -195,4 +195,4 @@ rule report:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/report.py"
+        "../../scripts/report.py"

@@ -17,7 +17,7 @@ rule robomimic_generate:
     params:
         options=robomimic_generate_options,
     script:
-        "../scripts/robomimic_generate.py"
+        "../../scripts/robomimic_generate.py"
 
 
 checkpoint robomimic_plan:
@@ -36,7 +36,7 @@ checkpoint robomimic_plan:
     params:
         options=robomimic_options,
     script:
-        "../scripts/robomimic_plan.py"
+        "../../scripts/robomimic_plan.py"
 
 
 rule robomimic_batch:
@@ -54,7 +54,7 @@ rule robomimic_batch:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/robomimic_batch.py"
+        "../../scripts/robomimic_batch.py"
 
 
 rule robomimic_v21:
@@ -72,7 +72,7 @@ rule robomimic_v21:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/robomimic_v21.py"
+        "../../scripts/robomimic_v21.py"
 
 
 # The seed paper's robo format of the dataset's robomimic file (robopipe.robomimic.robo): read
@@ -91,4 +91,4 @@ rule robomimic_robo:
     conda:
         ROBOPIPE_ENV
     script:
-        "../scripts/robomimic_robo.py"
+        "../../scripts/robomimic_robo.py"

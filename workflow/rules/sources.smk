@@ -15,7 +15,7 @@ rule demo:
     params:
         demo=demo_options,
     script:
-        "../scripts/demo.py"
+        "../../scripts/demo.py"
 
 
 rule fetch:
@@ -35,4 +35,4 @@ rule fetch:
         repo_id=hub_repo_id,
         revision=hub_revision,
     script:
-        "../scripts/fetch.py"
+        "../../scripts/fetch.py"

@@ -16,7 +16,7 @@ if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p
         for p in (
-            os.path.join(workflow.basedir, "..", "src"),
+            os.path.join(workflow.basedir, "src"),
             os.environ.get("PYTHONPATH"),
         )
         if p
@@ -24,20 +24,20 @@ if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
 
 
 # the defaults, whatever the working directory (-d); --configfile files are merged on top
-configfile: os.path.join(workflow.basedir, "..", "config", "config.yaml")
+configfile: os.path.join(workflow.basedir, "config", "config.yaml")
 
 
-report: "report/workflow.rst"
+report: "workflow/report/workflow.rst"
 
 
-include: "rules/common.smk"
-include: "rules/sources.smk"
-include: "rules/robomimic.smk"
-include: "rules/conversion.smk"
-include: "rules/push.smk"
-include: "rules/copies.smk"
-include: "rules/bench.smk"
-include: "rules/report.smk"
+include: "workflow/rules/common.smk"
+include: "workflow/rules/sources.smk"
+include: "workflow/rules/robomimic.smk"
+include: "workflow/rules/conversion.smk"
+include: "workflow/rules/push.smk"
+include: "workflow/rules/copies.smk"
+include: "workflow/rules/bench.smk"
+include: "workflow/rules/report.smk"
 
 
 rule all:
