@@ -7,7 +7,7 @@ from robopipe.bench.measure import ZeroSamplesError
 from robopipe.bench.runner import Settings, run_multi_node, run_scenario
 from robopipe.bench.scenarios import parse_scenario
 from robopipe.jobs import logged
-from robopipe.results import write_scenario_result
+from robopipe.scenario_result import write_scenario_result
 
 with logged(snakemake) as log:
     dataset, name = snakemake.wildcards.dataset, snakemake.wildcards.scenario

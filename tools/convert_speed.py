@@ -20,7 +20,7 @@ shared machine hits all three:
 
 Prints the medians, the range of the per-pair ratios, and writes
 ``{results}/bench/{dataset}/lerobot_convert.json`` (fields of the report's input contract
-(robopipe.report.results): dataset, episodes, lerobot_wall_s, lerobot_peak_rss_mb,
+(robopipe.report.tables): dataset, episodes, lerobot_wall_s, lerobot_peak_rss_mb,
 robopipe_wall_s, robopipe_max_job_rss_mb, as medians; plus cp -r, the validation figures and
 each pair's figures under ``runs``) and copies the TSVs to ``{results}/jobs/{dataset}/``.
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from robopipe.atomic import atomic_path
-from robopipe.cli import add_keyword_flags, keyword_values
 from robopipe.formats.v21_writer import V21Writer
+from robopipe.keyword_flags import add_keyword_flags, keyword_values
 from robopipe.layout import V21_INFO_PATH
 
 DEFAULT_CAMERAS = ("observation.images.front", "observation.images.wrist")

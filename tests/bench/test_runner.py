@@ -11,7 +11,7 @@ import pytest
 from robopipe.bench.ceiling import measure_ceiling
 from robopipe.bench.runner import Settings, run_multi_node, run_scenario
 from robopipe.conversion.serial import convert_dataset
-from robopipe.results import scenario_schema, write_scenario_result
+from robopipe.scenario_result import scenario_schema, write_scenario_result
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = scenario_schema()

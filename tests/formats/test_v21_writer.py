@@ -328,7 +328,7 @@ def test_bad_episode_names_dataset_and_episode(tmp_path):
 
 def test_an_av1_encode_leaves_the_scheduling_policy_as_it_was(make_v21):
     # SVT-AV1 switches the thread driving it to SCHED_FIFO 99 when run as root; processes
-    # forked afterwards inherited it and starved the machine (robopipe.video.scheduling_kept)
+    # forked afterwards inherited it and starved the machine (robopipe.remux.scheduling_kept)
     before = os.sched_getscheduler(0), os.sched_getparam(0).sched_priority
     make_v21(episodes=2, cameras=1, codec="libsvtav1", seed=11)
     assert (os.sched_getscheduler(0), os.sched_getparam(0).sched_priority) == before

@@ -11,7 +11,7 @@ from PIL import Image
 
 from robopipe.errors import DatasetError
 from robopipe.report import FIGURES, build_dataset_report, merge_summaries
-from robopipe.report.results import conversion_by_rule, load_benchmarks, load_scenarios
+from robopipe.report.tables import conversion_by_rule, load_benchmarks, load_scenarios
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

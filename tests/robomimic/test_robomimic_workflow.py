@@ -11,10 +11,10 @@ import pytest
 
 from robopipe.bench.runner import Settings, run_scenario
 from robopipe.conversion.serial import convert_dataset
-from robopipe.results import check_scenario_result
 from robopipe.robomimic.generate import generate_robomimic
 from robopipe.robomimic.robo import write_robo
 from robopipe.robomimic.to_v21 import RobomimicOptions, convert_robomimic
+from robopipe.scenario_result import check_scenario_result
 
 GENERATE = {"demos": 7, "height": 32, "width": 48, "min_length": 10, "max_length": 20}
 OPTIONS = {"codec": "h264_lossless", "demos_per_batch": 3}

@@ -43,7 +43,7 @@ from robopipe.loading import (
     read_meta,
 )
 from robopipe.ranks import current_node
-from robopipe.results import write_scenario_result
+from robopipe.scenario_result import write_scenario_result
 
 log = logging.getLogger(__name__)
 LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")

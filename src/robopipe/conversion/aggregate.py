@@ -14,7 +14,7 @@ from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan
 from robopipe.formats.v21_reader import V21Source
 from robopipe.layout import SHARD_DATA
-from robopipe.video import VideoError, concat_videos
+from robopipe.remux import VideoError, concat_videos
 
 
 def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
@@ -55,7 +55,7 @@ def aggregate_video(
 
     The episodes are those the plan assigns to ``(chunk, file)`` of ``video_key``; each lands
     at the sum of the earlier episodes' stream durations, in ticks, exactly the
-    ``from_timestamp`` the episodes metadata records (:func:`robopipe.video.concat_videos`).
+    ``from_timestamp`` the episodes metadata records (:func:`robopipe.remux.concat_videos`).
     ``episodes_json`` receives ``{"video_key", "time_base", "stream", "episodes":
     [{"episode_index", "offset_ticks", "duration_ticks", "packets", "payload_xxh3",
     "timing_xxh3"}]}``: where each episode landed (for the meta job) and the digests of the

@@ -545,7 +545,7 @@ class _EpisodeChecker:
     def _check_video(self, episode, key, rows, problems, files) -> None:
         import av
 
-        from robopipe.video import MP4
+        from robopipe.remux import MP4
 
         path = self.source.video_file(episode, key)
         rel = self._locate(episode, path, "video file", problems, files)

@@ -39,7 +39,7 @@ from robopipe.conversion.shard import timestamp_error
 from robopipe.formats.v21_reader import V21Source, declared_stream
 from robopipe.formats.v30_reader import read_data_file, read_meta
 from robopipe.layout import DEFAULT_TOLERANCE_S, INFO_PATH, data_path, video_path
-from robopipe.video import MP4, FrameReader, PacketDigest, StreamParams, VideoError
+from robopipe.remux import MP4, FrameReader, PacketDigest, StreamParams, VideoError
 
 FRAME_MODES = ("sample", "all")
 

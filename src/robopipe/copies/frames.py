@@ -25,7 +25,7 @@ from PIL import Image
 from robopipe.atomic import atomic_path
 from robopipe.copies.encodings import Encoding
 from robopipe.copies.fidelity import Fidelity
-from robopipe.copies.video import resized
+from robopipe.copies.reencode import resized
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import DatasetMeta
 from robopipe.loading.stored_frames import decode_image

@@ -10,7 +10,7 @@ from robopipe.atomic import write_json
 from robopipe.copies.encodings import Encoding, parse_encoding
 from robopipe.copies.finish import finish_copy, output_files
 from robopipe.copies.frames import copy_data_file
-from robopipe.copies.video import copy_video
+from robopipe.copies.reencode import copy_video
 from robopipe.formats.v30_reader import read_meta
 
 

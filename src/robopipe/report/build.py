@@ -9,7 +9,7 @@ import pandas as pd
 
 from robopipe.atomic import atomic_path
 from robopipe.report import conversion, copies, dataloading, paper, scaling
-from robopipe.report.results import (
+from robopipe.report.tables import (
     conversion_by_rule,
     load_benchmarks,
     load_ceilings,

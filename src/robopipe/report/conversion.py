@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from robopipe.report.figures import WIDTH_IN, bar_figure, headroom, placeholder, save
-from robopipe.report.results import conversion_by_rule
+from robopipe.report.tables import conversion_by_rule
 
 NO_BENCHMARKS = "no conversion benchmark file for this dataset (results/jobs/<dataset>/)"
 SHARD_RULE = "shard"

@@ -1,6 +1,6 @@
 """Dataloading figures: throughput, latency, first batch, peak RSS, and one card per scenario.
 
-Every figure takes the table of :func:`robopipe.report.results.load_scenarios` (one row per
+Every figure takes the table of :func:`robopipe.report.tables.load_scenarios` (one row per
 scenario, grouped by loader) and writes ``{stem}.svg`` and ``{stem}.png``.
 """
 

@@ -13,7 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from robopipe.atomic import atomic_path
-from robopipe.report.results import LOADERS
+from robopipe.report.tables import LOADERS
 
 FORMATS = ("svg", "png")
 PNG_DPI = 110

@@ -26,7 +26,7 @@ _MARKERS = "osD^v<>ph*"
 
 
 def sequence_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The ``*_seq_*`` rows of a scenario table (:func:`~robopipe.report.results.load_scenarios`)
+    """The ``*_seq_*`` rows of a scenario table (:func:`~robopipe.report.tables.load_scenarios`)
     at full image size, with an int ``seq_length`` column."""
     rows = table[table["loader"].str.contains("_seq_", regex=False)].copy()
     modes = [parse_sequence_mode(mode) for mode in rows["mode"]]

@@ -27,7 +27,7 @@ import h5py
 import numpy as np
 
 from robopipe.atomic import atomic_path
-from robopipe.cli import add_keyword_flags, keyword_values
+from robopipe.keyword_flags import add_keyword_flags, keyword_values
 
 DEFAULT_CAMERAS = ("agentview_image", "robot0_eye_in_hand_image")
 ENV_ARGS = {

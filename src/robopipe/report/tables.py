@@ -1,7 +1,7 @@
 """Load the result files the report consumes into pandas tables.
 
 Inputs: scenario JSONs ``results/bench/{dataset}/{scenario}.json`` (schema and reader in
-:mod:`robopipe.results`), the decode ceiling ``results/bench/{dataset}/ceiling.json``,
+:mod:`robopipe.scenario_result`), the decode ceiling ``results/bench/{dataset}/ceiling.json``,
 Snakemake ``benchmark:`` TSVs ``results/jobs/{dataset}/{rule}/{name}.tsv`` and the optional
 ``results/bench/{dataset}/lerobot_convert.json``.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from robopipe.errors import DatasetError
-from robopipe.results import loaders, read_scenario_result, scenario_fields
+from robopipe.scenario_result import loaders, read_scenario_result, scenario_fields
 
 SCENARIO_FIELDS = scenario_fields()
 LOADERS = loaders()
@@ -138,15 +138,6 @@ def load_ceilings(dataset: str, paths: Iterable[str | Path]) -> dict:
             raise DatasetError(dataset, f"two decode ceiling files for encoding {encoding}")
         ceilings[encoding] = record
     return ceilings
-
-
-def load_ceiling(dataset: str, paths: Iterable[str | Path]) -> dict | None:
-    """The decode ceiling of the converted ``dataset`` (frames/s per core), or None.
-
-    Raises:
-        DatasetError: as ``load_ceilings``.
-    """
-    return load_ceilings(dataset, paths).get(None)
 
 
 def load_copies(dataset: str, paths: Iterable[str | Path]) -> list[dict]:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from robopipe.results import read_scenario_result, scenario_fields, write_scenario_result
+from robopipe.scenario_result import read_scenario_result, scenario_fields, write_scenario_result
 
 FIXTURE = (
     Path(__file__).parent / "report/fixtures/bench/demo/robopipe_map_local_single_cpu_w2_n1.json"

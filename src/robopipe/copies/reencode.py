@@ -16,7 +16,7 @@ import av
 from robopipe.atomic import atomic_path, link_or_copy
 from robopipe.copies.encodings import Encoding
 from robopipe.copies.fidelity import Fidelity
-from robopipe.video import scheduling_kept
+from robopipe.remux import scheduling_kept
 
 
 def resized(frame: av.VideoFrame, size: tuple[int, int] | None, fmt: str) -> av.VideoFrame:

@@ -1,0 +1,274 @@
+"""Video remuxing (stream copy, exact timestamps) and frame access with PyAV.
+
+lerobot 0.6.1 concatenates episode mp4s with FFmpeg's concat demuxer
+(``datasets/video_utils.py:648``). The concat demuxer offsets each file by its duration rounded
+to microseconds, which drifts by whole ticks over hundreds of episodes (and by more with FFmpeg
+5.1's CLI, see the reference spec §8). Here packets are copied one by one and shifted by an
+exact integer number of ticks, the sum of the earlier inputs' stream durations, so an input
+starting at ``offset`` ticks lands exactly at ``offset * time_base`` seconds, the
+``from_timestamp`` lerobot records. Nothing is re-encoded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from contextlib import contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import xxhash
+
+# Open mp4s with FFmpeg's mov/mp4 demuxer named, skipping format probing (a quarter of the
+# cost of opening a small file; LeRobot videos are always mp4).
+MP4 = "mp4"
+
+# a packet's (pts, dts, keyframe) as the timing digest hashes them
+_TIMING = struct.Struct("<qq?")
+
+
+@contextmanager
+def scheduling_kept():
+    """Give the calling thread back its CPU scheduling policy on exit.
+
+    SVT-AV1 (``libsvtav1`` as bundled with PyAV 18) switches the thread that drives it to
+    real-time ``SCHED_FIFO`` priority 99 when it runs as root. That thread then keeps it, and
+    every process it forks inherits it: DataLoader workers and benchmark ranks that wait in
+    a loop then starve the rest of the machine (seen as load average 60 and hung tests, and
+    earlier as "deadlocked" encodes). Wrap every encode in this.
+    """
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        yield
+    finally:
+        if os.sched_getscheduler(0) != policy:
+            os.sched_setscheduler(0, policy, param)
+
+
+class VideoError(Exception):
+    """A video file cannot be read or does not match what was expected.
+
+    Attributes:
+        path: the file at fault.
+        reason: what is wrong with it.
+    """
+
+    def __init__(self, path: Path, reason: str) -> None:
+        self.path = Path(path)
+        self.reason = reason
+        super().__init__(f"{path}: {reason}")
+
+
+@dataclass(frozen=True)
+class StreamParams:
+    """What must be equal for mp4s to share one stream-copied file, and what a decoder of that
+    file is set up with: codec name, frame size in pixels, pixel format and the SHA-256 of the
+    codec's extradata (hex; AV1/H.264 sequence headers)."""
+
+    codec: str
+    width: int
+    height: int
+    pix_fmt: str | None
+    extradata_sha256: str
+
+    @classmethod
+    def of(cls, stream) -> StreamParams:
+        """The parameters of a PyAV video stream."""
+        ctx = stream.codec_context
+        extradata = hashlib.sha256(bytes(ctx.extradata or b"")).hexdigest()
+        return cls(ctx.codec.canonical_name, ctx.width, ctx.height, ctx.pix_fmt, extradata)
+
+    def describe(self) -> str:
+        """e.g. ``av1 640x480 yuv420p``."""
+        return f"{self.codec} {self.width}x{self.height} {self.pix_fmt}"
+
+
+class PacketDigest:
+    """Digests of a run of video packets: ``payload`` over their bytes, ``timing`` over their
+    (pts, dts, keyframe) in the input's own ticks, so a copy shifted by ``offset`` ticks
+    digests the same once the shift is taken off.
+
+    The digest is XXH3-128 (``xxhash``): it proves that the output holds the bytes read from
+    the source, against corruption and mistakes, not against an adversary, and runs at memory
+    speed where SHA-256 costs about 2.5 s per GB, as much as the remux itself.
+    """
+
+    def __init__(self) -> None:
+        self.packets = 0
+        self._payload = xxhash.xxh3_128()
+        self._timing = xxhash.xxh3_128()
+
+    def add(self, packet, offset: int = 0) -> None:
+        """Account for ``packet`` whose timestamps are the input's plus ``offset`` ticks."""
+        self.packets += 1
+        self._payload.update(memoryview(packet))
+        self._timing.update(
+            _TIMING.pack(packet.pts - offset, packet.dts - offset, packet.is_keyframe)
+        )
+
+    def as_dict(self) -> dict:
+        """``{"packets", "payload_xxh3", "timing_xxh3"}`` (128-bit digests in hex)."""
+        return {
+            "packets": self.packets,
+            "payload_xxh3": self._payload.hexdigest(),
+            "timing_xxh3": self._timing.hexdigest(),
+        }
+
+
+@dataclass(frozen=True)
+class RemuxedInput:
+    """Where one input landed in a remuxed output.
+
+    Attributes:
+        frames: video packets copied (one per frame).
+        offset_ticks: the input's pts shift in the output, in ``time_base`` ticks.
+        duration_ticks: the input stream's duration in ticks.
+        time_base: the stream time base (seconds per tick).
+        digest: :meth:`PacketDigest.as_dict` of the packets as read from the input.
+        params: the input stream's codec parameters (equal for every input of one output).
+    """
+
+    frames: int
+    offset_ticks: int
+    duration_ticks: int
+    time_base: Fraction
+    digest: dict
+    params: StreamParams
+
+
+def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
+    """Concatenate mp4 files into ``output`` by stream copy, with exact timestamps.
+
+    Args:
+        inputs: mp4 files with one video stream each, same codec and time base.
+        output: the mp4 to write (``movflags=faststart``, moov at the front, as lerobot).
+
+    Returns:
+        One :class:`RemuxedInput` per input, in order.
+
+    Raises:
+        VideoError: an input cannot be opened or demuxed (missing, truncated, corrupt), has no
+            video stream, has another time base or other :class:`StreamParams` (codec, size,
+            pixel format, extradata) than the first input, or has no duration. The message
+            names the input file.
+    """
+    if not inputs:
+        raise ValueError("concat_videos needs at least one input")
+    results: list[RemuxedInput] = []
+    offset = 0
+    with av.open(str(output), "w", format="mp4", options={"movflags": "faststart"}) as out:
+        out_stream = None
+        time_base = None
+        params = None
+        for path in inputs:
+            try:
+                with av.open(str(path), format=MP4) as container:
+                    if not container.streams.video:
+                        raise VideoError(path, "no video stream")
+                    stream = container.streams.video[0]
+                    if out_stream is None:
+                        time_base, params = stream.time_base, StreamParams.of(stream)
+                        out_stream = out.add_stream_from_template(stream, opaque=True)
+                        out_stream.time_base = time_base
+                    elif StreamParams.of(stream) != params:
+                        raise VideoError(
+                            path,
+                            f"{StreamParams.of(stream).describe()} (extradata "
+                            f"{StreamParams.of(stream).extradata_sha256[:12]}) differs from "
+                            f"{params.describe()} (extradata {params.extradata_sha256[:12]}) of "
+                            f"the first file of this video file; re-encode this episode like "
+                            f"the others or leave it out with `skip_episodes`",
+                        )
+                    elif stream.time_base != time_base:
+                        raise VideoError(
+                            path,
+                            f"time base {stream.time_base} differs from {time_base} of the "
+                            "first file; cannot stream-copy into one file",
+                        )
+                    duration = _duration_ticks(path, container, stream)
+                    digest = PacketDigest()
+                    mux = out.mux_one
+                    for packet in container.demux(stream):
+                        if packet.dts is None:
+                            continue
+                        digest.add(packet)
+                        packet.pts += offset
+                        packet.dts += offset
+                        packet.stream = out_stream
+                        mux(packet)
+            except (av.FFmpegError, OSError) as exc:
+                raise VideoError(path, f"cannot read video: {exc}") from exc
+            results.append(
+                RemuxedInput(
+                    digest.packets, offset, duration, Fraction(time_base), digest.as_dict(), params
+                )
+            )
+            offset += duration
+    return results
+
+
+def _duration_ticks(path: Path, container, stream) -> int:
+    if stream.duration is not None:
+        return int(stream.duration)
+    if container.duration is not None:  # lerobot's fallback: container duration in µs
+        return round(Fraction(container.duration, 1_000_000) / stream.time_base)
+    raise VideoError(path, "the video stream has no duration")
+
+
+class FrameReader:
+    """Random access to decoded frames of one mp4, by presentation time.
+
+    Frames are returned in the stream's native pixel format as a uint8 array (for yuv420p:
+    shape ``(H * 3 // 2, W)``, the Y plane then U and V), so comparisons are bit-exact and no
+    colour conversion is paid. Use as a context manager.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._container = av.open(str(path), format=MP4)
+        self._stream = self._container.streams.video[0]
+        self.time_base = Fraction(self._stream.time_base)
+
+    def frame_at(self, seconds: float, tolerance_s: float) -> np.ndarray:
+        """The frame whose timestamp is within ``tolerance_s`` of ``seconds``.
+
+        Raises:
+            VideoError: no frame is that close (the message gives the nearest timestamp).
+        """
+        return self.video_frame_at(seconds, tolerance_s).to_ndarray()
+
+    def video_frame_at(self, seconds: float, tolerance_s: float) -> av.VideoFrame:
+        """As :meth:`frame_at`, but the decoded PyAV frame (``.width``, ``.height``, ...)."""
+        target = round(Fraction(seconds) / self.time_base)
+        self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
+        best = None
+        for frame in self._container.decode(self._stream):
+            ts = float(frame.pts * self.time_base)
+            if abs(ts - seconds) <= tolerance_s:
+                return frame
+            best = ts
+            if ts > seconds:
+                break
+        raise VideoError(
+            self.path, f"no frame within {tolerance_s} s of {seconds:.6f} s (nearest {best})"
+        )
+
+    def frames(self):
+        """Iterate over all decoded frames as ``(timestamp_s, array)`` in order."""
+        self._container.seek(0, stream=self._stream)
+        for frame in self._container.decode(self._stream):
+            yield float(frame.pts * self.time_base), frame.to_ndarray()
+
+    def close(self) -> None:
+        """Close the file."""
+        self._container.close()
+
+    def __enter__(self) -> FrameReader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
