@@ -4,6 +4,7 @@ from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import min_version
 
 from robopipe import cluster
+from robopipe.layout import REPORT_ALL_SUMMARY
 
 min_version("9.0")
 
@@ -44,7 +45,7 @@ rule all:
     default_target: True
     input:
         converted_datasets(),
-        "results/report/summary.csv",
+        REPORT_ALL_SUMMARY,
 
 
 onsuccess:

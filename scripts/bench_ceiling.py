@@ -12,7 +12,7 @@ with logged(snakemake) as log:
     result = measure_ceiling(
         str(root),
         snakemake.wildcards.dataset,
-        frames=snakemake.params.frames,
+        **snakemake.params.options,
         encoding=suffix[2:] if suffix else None,
     )
     write_json(snakemake.output.json, result)

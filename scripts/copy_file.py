@@ -14,7 +14,7 @@ with logged(snakemake) as log:
         w.part,
         Path(snakemake.output.part),
         parse_encoding(w.encoding),
-        fidelity_stride=snakemake.params.fidelity_stride,
+        **snakemake.params.options,
     )
     write_json(snakemake.output.json, result, indent=None)
     log.info(

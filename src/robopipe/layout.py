@@ -53,9 +53,46 @@ COPY_FILE = COPY_DIR + "/copy.json"
 COPY_STAGING = COPY_DIR + "/staging"
 COPY_PART = COPY_STAGING + "/{part}"  # one copy_file job's output (a relative data/video path)
 COPY_PART_RESULT = COPY_PART + ".json"  # and its measurements
-LOG_FILE = "results/logs/{dataset}/{step}.log"
+# sources that a rule makes (v2.1 folders) and the robomimic stages before them
+DEMO_DIR = RESULTS_DIR + "/demo"
+HUB_DIR = RESULTS_DIR + "/hub"
+ROBOMIMIC_V21_DIR = RESULTS_DIR + "/robomimic_v21"
+ROBOMIMIC_GENERATED = RESULTS_DIR + "/robomimic/generated.hdf5"
+ROBOMIMIC_PLAN = RESULTS_DIR + "/robomimic/plan.json"
+ROBOMIMIC_BATCH_DIR = RESULTS_DIR + "/robomimic/batches/{batch}"
+LOGS_DIR = "results/logs/{dataset}"
+LOG_FILE = LOGS_DIR + "/{step}.log"
 JOB_STATS_FILE = "results/jobs/{dataset}/{step}.tsv"  # Snakemake's benchmark: TSV of a job
+# the dataloading benchmark: one JSON (and CSV) per scenario, decode ceilings (suffix
+# ``_e{encoding}`` for a copy, empty for the converted dataset), lerobot's conversion time
 BENCH_DIR = "results/bench/{dataset}"
+BENCH_RESULT = BENCH_DIR + "/{scenario}.json"
+BENCH_SAMPLES = BENCH_DIR + "/{scenario}.csv"
+CEILING_FILE = BENCH_DIR + "/ceiling{suffix}.json"
+LEROBOT_CONVERT_FILE = BENCH_DIR + "/lerobot_convert.json"
+# the report: one folder of figures and tables per dataset, and the summary of all
+REPORT_DIR = "results/report"
+REPORT_DATASET_DIR = REPORT_DIR + "/{dataset}"
+REPORT_SUMMARY = REPORT_DATASET_DIR + "/summary.csv"
+REPORT_ALL_SUMMARY = REPORT_DIR + "/summary.csv"
+REPORT_LOG = "results/logs/report.log"
+# one dataset's figures: stems under REPORT_DATASET_DIR, each written as .svg and .png, with
+# the category and label that file the SVG in the HTML report (workflow/rules/report.smk)
+REPORT_FIGURES = {
+    "throughput": ("Dataloading", "throughput"),
+    "latency": ("Dataloading", "latency p50/p95/p99"),
+    "first_batch": ("Dataloading", "first-batch latency"),
+    "peak_rss": ("Dataloading", "peak RSS"),
+    "scaling_workers": ("Scaling", "workers"),
+    "scaling_nodes": ("Scaling", "nodes"),
+    "conversion_rules": ("Conversion", "per rule"),
+    "conversion_shards": ("Conversion", "per shard"),
+    "lerobot_convert": ("Conversion", "vs lerobot"),
+    "copies": ("Dataloading", "which copy"),
+    "paper_cache_modes": ("robomimic paper", "cache modes"),
+    "paper_batch_size": ("robomimic paper", "batch size"),
+    "paper_seq_length": ("robomimic paper", "sequence length"),
+}
 
 # lerobot 0.6.1 datasets/utils.py:88-90
 DEFAULT_DATA_FILE_SIZE_IN_MB = 100

@@ -5,50 +5,90 @@
 # the bench contract.
 # Measuring jobs hold the `bench` resource: with `resources: [bench=1, network=1]` in the
 # default profile they run one at a time locally, so they do not disturb each other's figures.
+from robopipe.layout import (
+    BENCH_RESULT,
+    BENCH_SAMPLES,
+    CEILING_FILE,
+    JOB_STATS_FILE,
+    LOG_FILE,
+    PUSH_FILE,
+    ROBO_FILE,
+)
+from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, parse_scenario
+from robopipe.copies.encodings import ENCODING_PATTERN
+
+
+def bench_scenarios(dataset):
+    """The scenarios of the configured matrix that apply to `dataset`."""
+    robomimic = DATASETS.kind(dataset) == "robomimic"
+    return bench_jobs.scenarios(config["bench"], robomimic_source=robomimic)
+
+
+def scenario_resource(key):
+    """A resource of a scenario's job (robopipe.workflow.bench.resources)."""
+    return lambda wildcards: bench_jobs.resources(wildcards.scenario)[key]
+
+
+def bench_pushed_input(wildcards):
+    """The push a scenario waits for: push.json when its remote source is where the
+    dataset's `push: url` publishes it, else nothing."""
+    entry = config["datasets"][wildcards.dataset]
+    if bench_jobs.pushed_first(
+        config["bench"], wildcards.dataset, entry, wildcards.scenario
+    ):
+        return [PUSH_FILE.format(dataset=wildcards.dataset)]
+    return []
+
+
+def bench_robo_input(wildcards):
+    """The robo archive a robopipe_seq_tar scenario reads (rule robomimic_robo), else nothing."""
+    if parse_scenario(wildcards.scenario).loader == "robopipe_seq_tar":
+        return [ROBO_FILE.format(dataset=wildcards.dataset)]
+    return []
 
 
 rule bench_scenario:
     input:
-        dataset=bench_dataset_input,
+        dataset=lambda w: bench_jobs.scenario_dataset(w.dataset, w.scenario),
         pushed=bench_pushed_input,
         robo=bench_robo_input,
     output:
-        json="results/bench/{dataset}/{scenario}.json",
-        csv="results/bench/{dataset}/{scenario}.csv",
+        json=BENCH_RESULT,
+        csv=BENCH_SAMPLES,
     log:
-        "results/logs/{dataset}/bench_scenario/{scenario}.log",
+        LOG_FILE.format(dataset="{dataset}", step="bench_scenario/{scenario}"),
     benchmark:
-        "results/jobs/{dataset}/bench_scenario/{scenario}.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="bench_scenario/{scenario}")
     wildcard_constraints:
         scenario=WILDCARD_CONSTRAINTS["scenario"],
     conda:
         ROBOPIPE_ENV
-    threads: bench_threads
+    threads: scenario_resource("threads")
     resources:
-        network=bench_network,
+        network=scenario_resource("network"),
         bench=1,
         # read by the SLURM executor (profiles/slurm), ignored locally
-        nodes=bench_nodes,
-        tasks=bench_nodes,
-        cpus_per_task=bench_threads,
-        mem_mb=bench_mem_mb,
-        mpi=bench_mpi,
-        gres=bench_gres,
+        nodes=scenario_resource("nodes"),
+        tasks=scenario_resource("nodes"),
+        cpus_per_task=scenario_resource("threads"),
+        mem_mb=scenario_resource("mem_mb"),
+        mpi=scenario_resource("mpi"),
+        gres=scenario_resource("gres"),
     params:
-        settings=bench_settings,
+        settings=lambda w: bench_jobs.settings(config["bench"]),
     script:
         "../../scripts/bench_scenario.py"
 
 
 rule bench_ceiling:
     input:
-        dataset=ceiling_input,
+        dataset=lambda w: bench_jobs.ceiling_dataset(w.dataset, w.suffix),
     output:
-        json="results/bench/{dataset}/ceiling{suffix}.json",
+        json=CEILING_FILE,
     log:
-        "results/logs/{dataset}/bench_ceiling/ceiling{suffix}.log",
+        LOG_FILE.format(dataset="{dataset}", step="bench_ceiling/ceiling{suffix}"),
     benchmark:
-        "results/jobs/{dataset}/bench_ceiling/ceiling{suffix}.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="bench_ceiling/ceiling{suffix}")
     wildcard_constraints:
         suffix=f"(?:_e{ENCODING_PATTERN})?",
     conda:
@@ -56,7 +96,7 @@ rule bench_ceiling:
     resources:
         bench=1,
     params:
-        frames=config["bench"].get("ceiling_frames", 300),
+        options=lambda w: bench_jobs.ceiling_options(config["bench"]),
     script:
         "../../scripts/bench_ceiling.py"
 
@@ -64,4 +104,8 @@ rule bench_ceiling:
 rule bench:
     default_target: False
     input:
-        all_bench_results(),
+        [
+            path
+            for name in dataset_names()
+            for path in bench_jobs.results(name, bench_scenarios(name))
+        ],

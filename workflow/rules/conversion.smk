@@ -6,6 +6,116 @@
 # mtime: a changed, added or removed file reruns exactly those jobs (and the check). They are
 # not inputs: Snakemake's scheduler stats every input of every ready job on each scheduling
 # round, which for 972 episodes was 300,000 stat calls and a quarter of the run's CPU time.
+from robopipe.layout import (
+    CHECK_FILE,
+    JOB_STATS_FILE,
+    LOG_FILE,
+    PLAN_FILE,
+    PUBLISHED_INFO,
+    SHARD_DIR,
+    STAGED_DATA_FILE,
+    STAGED_META_DIR,
+    STAGED_VIDEO_FILE,
+    V21_EPISODES_STATS_PATH,
+    V21_INFO_PATH,
+    VALIDATED_DATA_FILE,
+    VALIDATED_VIDEO_FILE,
+    VALIDATION_FILE,
+    VIDEO_EPISODES_FILE,
+)
+
+
+def conversion_of(wildcards):
+    """params: the dataset's conversion settings (config keys)."""
+    return DATASETS.options(wildcards.dataset).to_dict()
+
+
+def check_source_input(wildcards):
+    """input of source_check: a local source's info.json (its other files are in the
+    params), or the folder a rule makes."""
+    if DATASETS.is_local(wildcards.dataset):
+        return [f"{DATASETS.source_dir(wildcards.dataset)}/{V21_INFO_PATH}"]
+    return [DATASETS.source_dir(wildcards.dataset)]
+
+
+def all_source_signatures(wildcards):
+    """params of source_check: a digest of every file's path, size and mtime in a local
+    source."""
+    if not DATASETS.is_local(wildcards.dataset):
+        return ""
+    return digest(DATASETS.signatures(wildcards.dataset))
+
+
+def plan_source_input(wildcards):
+    """input of plan: a local source's meta files but the stats (a change replans), else
+    the folder a rule makes."""
+    return [
+        path
+        for path in DATASETS.meta_files(wildcards.dataset)
+        if not path.endswith(V21_EPISODES_STATS_PATH)
+    ] or [DATASETS.source_dir(wildcards.dataset)]
+
+
+def parse_time_layout(wildcards):
+    """params of plan: a digest of what the parse-time plan of a local source decided
+    (episodes, files, shards), so that a source change that moves an episode replans."""
+    if not DATASETS.is_local(wildcards.dataset):
+        return ""
+    plan = plan_of(wildcards.dataset).to_json()
+    return digest([plan["episodes"], plan["shards"]])
+
+
+def shard_signatures(wildcards):
+    """params of shard: size and mtime of each parquet of the shard's episodes (a local
+    source)."""
+    name = wildcards.dataset
+    if not DATASETS.is_local(name):
+        return {}
+    source = DATASETS.local_source(name)
+    episodes = plan_of(name).shard_episodes(wildcards.shard)
+    paths = [str(source.data_file(e.source_episode_index)) for e in episodes]
+    return DATASETS.signatures_of(name, paths)
+
+
+def video_signatures(wildcards):
+    """params of aggregate_video: size and mtime of each source mp4 of its file (a local
+    source)."""
+    name = wildcards.dataset
+    if not DATASETS.is_local(name):
+        return {}
+    by_file = DATASETS.source_videos_by_file(name, wildcards.video_key)
+    paths = by_file[(int(wildcards.chunk), int(wildcards.file))]
+    return DATASETS.signatures_of(name, paths)
+
+
+def data_file_shards(wildcards):
+    """input of aggregate_data: the shard folders the data file is made of, in order."""
+    plan = plan_of(wildcards.dataset)
+    return targets.data_file_shards(
+        plan, wildcards.dataset, int(wildcards.chunk), int(wildcards.file)
+    )
+
+
+def stats_shards(wildcards):
+    """input of meta: the shard folders, where the compute_missing_stats repair is on."""
+    if not DATASETS.options(wildcards.dataset).compute_missing_stats:
+        return []
+    return targets.shard_dirs(plan_of(wildcards.dataset), wildcards.dataset)
+
+
+def all_video_episodes(wildcards):
+    """input of meta: where each episode landed in each video file."""
+    return targets.video_episodes_files(plan_of(wildcards.dataset), wildcards.dataset)
+
+
+def staged_files(wildcards):
+    """Every data and video file of the dataset, in its staging folder."""
+    return targets.staged_files(plan_of(wildcards.dataset), wildcards.dataset)
+
+
+def validation_reports(wildcards):
+    """Every final file's validation report."""
+    return targets.validation_reports(plan_of(wildcards.dataset), wildcards.dataset)
 
 
 rule source_check:
@@ -142,7 +252,7 @@ rule meta:
         plan=PLAN_FILE,
         video_episodes=all_video_episodes,
         shards=stats_shards,
-        source=source_meta_files,
+        source=lambda w: DATASETS.meta_files(w.dataset),
     output:
         directory(STAGED_META_DIR),
     log:
@@ -212,4 +322,4 @@ rule convert:
 rule check:
     default_target: False
     input:
-        checked_datasets(),
+        expand(CHECK_FILE, dataset=dataset_names()),

@@ -6,6 +6,33 @@
 # published files are hard links to the staged ones (no second copy on disk; not temp(): with
 # the SLURM job groups, a temp() output made Snakemake's dry run fail after the plan checkpoint).
 # Every path is a template of robopipe.layout.
+from robopipe.layout import (
+    COPY_FILE,
+    COPY_INFO,
+    COPY_PART,
+    COPY_PART_RESULT,
+    JOB_STATS_FILE,
+    LOG_FILE,
+    PUBLISHED_INFO,
+)
+from robopipe.copies.encodings import ENCODING_PATTERN
+from robopipe.workflow.targets import COPY_PART_PATTERN, copy_part_names
+
+
+def copy_files(template):
+    """input of copy_finish: ``template`` (COPY_PART or COPY_PART_RESULT) for every file the
+    copy_file jobs of this copy write."""
+
+    def files(wildcards):
+        names = copy_part_names(plan_of(wildcards.dataset), wildcards.encoding)
+        return [
+            template.format(
+                dataset=wildcards.dataset, encoding=wildcards.encoding, part=p
+            )
+            for p in names
+        ]
+
+    return files
 
 
 rule copy_file:
@@ -26,7 +53,7 @@ rule copy_file:
     resources:
         mem_mb=3000,
     params:
-        fidelity_stride=config.get("copies", {}).get("fidelity_stride", 1),
+        options=config.get("copies", {}),  # robopipe.copies.make.copy_file keywords
     script:
         "../../scripts/copy_file.py"
 
@@ -34,8 +61,8 @@ rule copy_file:
 rule copy_finish:
     input:
         dataset=PUBLISHED_INFO,
-        parts=copy_parts,
-        results=copy_part_results,
+        parts=copy_files(COPY_PART),
+        results=copy_files(COPY_PART_RESULT),
     output:
         dataset=COPY_INFO,
         measurements=COPY_FILE,

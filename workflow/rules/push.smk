@@ -1,6 +1,13 @@
 # Push: publish a converted, validated dataset to a Hub dataset repo or an fsspec URL.
 # Opt-in: only datasets with a `push:` section, and only for the `push` target (or a
 # benchmark scenario whose remote source is the pushed copy).
+from robopipe.layout import (
+    JOB_STATS_FILE,
+    LOG_FILE,
+    PUBLISHED_INFO,
+    PUSH_FILE,
+    VALIDATION_FILE,
+)
 
 
 rule push_dataset:
@@ -18,7 +25,7 @@ rule push_dataset:
     resources:
         network=1,
     params:
-        push=push_options,
+        push=lambda w: DATASETS.push_options(w.dataset),
     script:
         "../../scripts/push.py"
 
@@ -26,4 +33,8 @@ rule push_dataset:
 rule push:
     default_target: False
     input:
-        pushed_datasets(),
+        [
+            PUSH_FILE.format(dataset=name)
+            for name in dataset_names()
+            if "push" in config["datasets"][name]
+        ],

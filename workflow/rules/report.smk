@@ -9,135 +9,50 @@
 #
 # From common.smk: dataset_names(), and report_inputs(wildcards) -> {"bench": [scenario JSONs],
 # "ceilings": [ceiling JSON], "conversion": [benchmark TSVs], "lerobot": [existing JSONs]}.
-
+from robopipe.layout import (
+    REPORT_FIGURES,
+    LOGS_DIR,
+    LOG_FILE,
+    REPORT_ALL_SUMMARY,
+    REPORT_DATASET_DIR,
+    REPORT_LOG,
+    REPORT_SUMMARY,
+)
 from robopipe.bench.scenarios import snakemake_pattern
 
-# One dataset's figures, each an SVG (registered below) and a PNG; robopipe.report.FIGURES.
-REPORT_FIGURES = [
-    "throughput",
-    "latency",
-    "first_batch",
-    "peak_rss",
-    "scaling_workers",
-    "scaling_nodes",
-    "conversion_rules",
-    "conversion_shards",
-    "lerobot_convert",
-    "copies",
-    "paper_cache_modes",
-    "paper_batch_size",
-    "paper_seq_length",
-]
 # Scenario cards, {loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}_n{nodes}.svg: the
 # grammar of robopipe.bench.scenarios, the one place it is defined.
 REPORT_SCENARIO_CARD = snakemake_pattern(".svg")
+
+
+def figure(name):
+    """A dataset's figure `name` (robopipe.layout.REPORT_FIGURES) as a report item: its SVG, caption
+    workflow/report/<name>.rst, filed under its category, the dataset and its label."""
+    category, label = REPORT_FIGURES[name]
+    return report(
+        f"{REPORT_DATASET_DIR}/{name}.svg",
+        caption=f"../report/{name}.rst",
+        category=category,
+        subcategory="{dataset}",
+        labels={"figure": label},
+    )
 
 
 rule report_dataset:
     input:
         unpack(report_inputs),
     output:
-        throughput=report(
-            "results/report/{dataset}/throughput.svg",
-            caption="../report/throughput.rst",
-            category="Dataloading",
-            subcategory="{dataset}",
-            labels={"figure": "throughput"},
-        ),
-        latency=report(
-            "results/report/{dataset}/latency.svg",
-            caption="../report/latency.rst",
-            category="Dataloading",
-            subcategory="{dataset}",
-            labels={"figure": "latency p50/p95/p99"},
-        ),
-        first_batch=report(
-            "results/report/{dataset}/first_batch.svg",
-            caption="../report/first_batch.rst",
-            category="Dataloading",
-            subcategory="{dataset}",
-            labels={"figure": "first-batch latency"},
-        ),
-        peak_rss=report(
-            "results/report/{dataset}/peak_rss.svg",
-            caption="../report/peak_rss.rst",
-            category="Dataloading",
-            subcategory="{dataset}",
-            labels={"figure": "peak RSS"},
-        ),
-        scaling_workers=report(
-            "results/report/{dataset}/scaling_workers.svg",
-            caption="../report/scaling_workers.rst",
-            category="Scaling",
-            subcategory="{dataset}",
-            labels={"figure": "workers"},
-        ),
-        scaling_nodes=report(
-            "results/report/{dataset}/scaling_nodes.svg",
-            caption="../report/scaling_nodes.rst",
-            category="Scaling",
-            subcategory="{dataset}",
-            labels={"figure": "nodes"},
-        ),
-        conversion_rules=report(
-            "results/report/{dataset}/conversion_rules.svg",
-            caption="../report/conversion_rules.rst",
-            category="Conversion",
-            subcategory="{dataset}",
-            labels={"figure": "per rule"},
-        ),
-        conversion_shards=report(
-            "results/report/{dataset}/conversion_shards.svg",
-            caption="../report/conversion_shards.rst",
-            category="Conversion",
-            subcategory="{dataset}",
-            labels={"figure": "per shard"},
-        ),
-        lerobot_convert=report(
-            "results/report/{dataset}/lerobot_convert.svg",
-            caption="../report/lerobot_convert.rst",
-            category="Conversion",
-            subcategory="{dataset}",
-            labels={"figure": "vs lerobot"},
-        ),
-        copies=report(
-            "results/report/{dataset}/copies.svg",
-            caption="../report/copies.rst",
-            category="Dataloading",
-            subcategory="{dataset}",
-            labels={"figure": "which copy"},
-        ),
-        paper_cache_modes=report(
-            "results/report/{dataset}/paper_cache_modes.svg",
-            caption="../report/paper_cache_modes.rst",
-            category="robomimic paper",
-            subcategory="{dataset}",
-            labels={"figure": "cache modes"},
-        ),
-        paper_batch_size=report(
-            "results/report/{dataset}/paper_batch_size.svg",
-            caption="../report/paper_batch_size.rst",
-            category="robomimic paper",
-            subcategory="{dataset}",
-            labels={"figure": "batch size"},
-        ),
-        paper_seq_length=report(
-            "results/report/{dataset}/paper_seq_length.svg",
-            caption="../report/paper_seq_length.rst",
-            category="robomimic paper",
-            subcategory="{dataset}",
-            labels={"figure": "sequence length"},
-        ),
+        **{name: figure(name) for name in REPORT_FIGURES},
         copies_table=report(
-            "results/report/{dataset}/copies.csv",
+            f"{REPORT_DATASET_DIR}/copies.csv",
             caption="../report/copies_table.rst",
             category="Dataloading",
             subcategory="{dataset}",
             labels={"figure": "table per copy"},
         ),
-        png=expand("results/report/{{dataset}}/{name}.png", name=REPORT_FIGURES),
+        png=[f"{REPORT_DATASET_DIR}/{name}.png" for name in REPORT_FIGURES],
         scenarios=report(
-            directory("results/report/{dataset}/scenarios"),
+            directory(f"{REPORT_DATASET_DIR}/scenarios"),
             patterns=[REPORT_SCENARIO_CARD],
             caption="../report/scenario.rst",
             category="Dataloading",
@@ -153,44 +68,44 @@ rule report_dataset:
             },
         ),
         conversion=report(
-            "results/report/{dataset}/conversion.csv",
+            f"{REPORT_DATASET_DIR}/conversion.csv",
             caption="../report/conversion_table.rst",
             category="Conversion",
             subcategory="{dataset}",
             labels={"figure": "table per rule"},
         ),
-        summary="results/report/{dataset}/summary.csv",
+        summary=REPORT_SUMMARY,
         jobs_rss=report(
-            "results/report/{dataset}/jobs_rss.csv",
+            f"{REPORT_DATASET_DIR}/jobs_rss.csv",
             caption="../report/jobs_rss.rst",
             category="Conversion",
             subcategory="{dataset}",
             labels={"figure": "peak RSS per job"},
         ),
     log:
-        "results/logs/{dataset}/report.log",
+        LOG_FILE.format(dataset="{dataset}", step="report"),
     localrule: True
     conda:
         ROBOPIPE_ENV
     params:
-        logs="results/logs/{dataset}",
+        logs=LOGS_DIR,
     script:
         "../../scripts/report.py"
 
 
 rule report:
     input:
-        expand("results/report/{dataset}/summary.csv", dataset=dataset_names()),
+        expand(REPORT_SUMMARY, dataset=dataset_names()),
     output:
         report(
-            "results/report/summary.csv",
+            REPORT_ALL_SUMMARY,
             caption="../report/summary.rst",
             category="Dataloading",
             subcategory="all datasets",
             labels={"table": "summary, one row per scenario"},
         ),
     log:
-        "results/logs/report.log",
+        REPORT_LOG,
     localrule: True
     conda:
         ROBOPIPE_ENV

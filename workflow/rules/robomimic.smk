@@ -1,21 +1,49 @@
-# robomimic HDF5 -> LeRobot v2.1 in results/{dataset}/robomimic_v21 (then v3.0 by convert.smk):
+# robomimic HDF5 -> LeRobot v2.1 in results/{dataset}/robomimic_v21 (then v3.0 by conversion.smk):
 # a generated file or the configured one -> plan (checkpoint) -> one job per batch of demos
 # (parquet, mp4 per camera, meta lines) -> one job linking the batches into the v2.1 folder.
+from robopipe.layout import (
+    JOB_STATS_FILE,
+    LOG_FILE,
+    ROBOMIMIC_BATCH_DIR,
+    ROBOMIMIC_GENERATED,
+    ROBOMIMIC_PLAN,
+    ROBOMIMIC_V21_DIR,
+    ROBO_FILE,
+)
+import json
+
+
+def robomimic_hdf5(wildcards):
+    """input: the dataset's robomimic file (configured, or generated)."""
+    return DATASETS.robomimic_hdf5(wildcards.dataset)
+
+
+def robomimic_batch_dirs(wildcards):
+    """Every batch folder of the dataset's robomimic plan, in plan order."""
+    plan_file = checkpoints.robomimic_plan.get(dataset=wildcards.dataset).output.plan
+    with open(plan_file, encoding="utf-8") as f:
+        batches = json.load(f)["batches"]
+    return [
+        ROBOMIMIC_BATCH_DIR.format(dataset=wildcards.dataset, batch=b["id"])
+        for b in batches
+    ]
 
 
 rule robomimic_generate:
     output:
-        "results/{dataset}/robomimic/generated.hdf5",
+        ROBOMIMIC_GENERATED,
     log:
-        "results/logs/{dataset}/robomimic_generate.log",
+        LOG_FILE.format(dataset="{dataset}", step="robomimic_generate"),
     benchmark:
-        "results/jobs/{dataset}/robomimic_generate/robomimic_generate.tsv"
+        JOB_STATS_FILE.format(
+            dataset="{dataset}", step="robomimic_generate/robomimic_generate"
+        )
     group:
         slurm_group("robomimic_generate")
     conda:
         ROBOPIPE_ENV
     params:
-        options=robomimic_generate_options,
+        options=lambda w: config["datasets"][w.dataset]["robomimic"]["generate"],
     script:
         "../../scripts/robomimic_generate.py"
 
@@ -24,31 +52,31 @@ checkpoint robomimic_plan:
     input:
         hdf5=robomimic_hdf5,
     output:
-        plan="results/{dataset}/robomimic/plan.json",
+        plan=ROBOMIMIC_PLAN,
     log:
-        "results/logs/{dataset}/robomimic_plan.log",
+        LOG_FILE.format(dataset="{dataset}", step="robomimic_plan"),
     benchmark:
-        "results/jobs/{dataset}/robomimic_plan/robomimic_plan.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="robomimic_plan/robomimic_plan")
     group:
         slurm_group("robomimic_plan")
     conda:
         ROBOPIPE_ENV
     params:
-        options=robomimic_options,
+        options=lambda w: DATASETS.robomimic_options(w.dataset),
     script:
         "../../scripts/robomimic_plan.py"
 
 
 rule robomimic_batch:
     input:
-        plan="results/{dataset}/robomimic/plan.json",
+        plan=ROBOMIMIC_PLAN,
         hdf5=robomimic_hdf5,
     output:
-        directory("results/{dataset}/robomimic/batches/{batch}"),
+        directory(ROBOMIMIC_BATCH_DIR),
     log:
-        "results/logs/{dataset}/robomimic_batch/{batch}.log",
+        LOG_FILE.format(dataset="{dataset}", step="robomimic_batch/{batch}"),
     benchmark:
-        "results/jobs/{dataset}/robomimic_batch/{batch}.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="robomimic_batch/{batch}")
     group:
         slurm_group("robomimic_batch")
     conda:
@@ -59,14 +87,14 @@ rule robomimic_batch:
 
 rule robomimic_v21:
     input:
-        plan="results/{dataset}/robomimic/plan.json",
+        plan=ROBOMIMIC_PLAN,
         batches=robomimic_batch_dirs,
     output:
-        directory("results/{dataset}/robomimic_v21"),
+        directory(ROBOMIMIC_V21_DIR),
     log:
-        "results/logs/{dataset}/robomimic_v21.log",
+        LOG_FILE.format(dataset="{dataset}", step="robomimic_v21"),
     benchmark:
-        "results/jobs/{dataset}/robomimic_v21/robomimic_v21.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="robomimic_v21/robomimic_v21")
     group:
         slurm_group("robomimic_v21")
     conda:
@@ -83,9 +111,9 @@ rule robomimic_robo:
     output:
         ROBO_FILE,
     log:
-        "results/logs/{dataset}/robomimic_robo.log",
+        LOG_FILE.format(dataset="{dataset}", step="robomimic_robo"),
     benchmark:
-        "results/jobs/{dataset}/robomimic_robo/robomimic_robo.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="robomimic_robo/robomimic_robo")
     group:
         slurm_group("robomimic_robo")
     conda:

@@ -1,30 +1,36 @@
 # Sources that a rule makes: the generated demo dataset and Hub downloads.
+from robopipe.layout import (
+    DEMO_DIR,
+    HUB_DIR,
+    JOB_STATS_FILE,
+    LOG_FILE,
+)
 
 
 rule demo:
     output:
-        directory("results/{dataset}/demo"),
+        directory(DEMO_DIR),
     log:
-        "results/logs/{dataset}/demo.log",
+        LOG_FILE.format(dataset="{dataset}", step="demo"),
     benchmark:
-        "results/jobs/{dataset}/demo/demo.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="demo/demo")
     group:
         slurm_group("demo")
     conda:
         ROBOPIPE_ENV
     params:
-        demo=demo_options,
+        demo=lambda w: DATASETS.demo_options(w.dataset),
     script:
         "../../scripts/demo.py"
 
 
 rule fetch:
     output:
-        directory("results/{dataset}/hub"),
+        directory(HUB_DIR),
     log:
-        "results/logs/{dataset}/fetch.log",
+        LOG_FILE.format(dataset="{dataset}", step="fetch"),
     benchmark:
-        "results/jobs/{dataset}/fetch/fetch.tsv"
+        JOB_STATS_FILE.format(dataset="{dataset}", step="fetch/fetch")
     group:
         slurm_group("fetch")
     conda:
@@ -32,7 +38,7 @@ rule fetch:
     resources:
         network=1,
     params:
-        repo_id=hub_repo_id,
-        revision=hub_revision,
+        repo_id=lambda w: DATASETS.hub(w.dataset)[0],
+        revision=lambda w: DATASETS.hub(w.dataset)[1],
     script:
         "../../scripts/fetch.py"

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from robopipe.atomic import atomic_path
+from robopipe.layout import REPORT_FIGURES
 from robopipe.report import conversion, copies, dataloading, paper, scaling
 from robopipe.report.tables import (
     conversion_by_rule,
@@ -19,23 +20,7 @@ from robopipe.report.tables import (
     load_scenarios,
 )
 
-# Figure stems under results/report/{dataset}/, each written as .svg and .png
-# (workflow/rules/report.smk declares the same names).
-FIGURES = (
-    "throughput",
-    "latency",
-    "first_batch",
-    "peak_rss",
-    "scaling_workers",
-    "scaling_nodes",
-    "conversion_rules",
-    "conversion_shards",
-    "lerobot_convert",
-    "copies",
-    "paper_cache_modes",
-    "paper_batch_size",
-    "paper_seq_length",
-)
+FIGURES = REPORT_FIGURES  # figure stems, each written as .svg and .png
 SUMMARY = "summary.csv"
 CONVERSION = "conversion.csv"
 COPIES = "copies.csv"

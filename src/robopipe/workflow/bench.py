@@ -1,0 +1,124 @@
+"""The dataloading benchmark's jobs: which scenarios run for a dataset, what each reads, and
+the resources each asks for.
+
+A scenario is named ``{loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}_n{nodes}``
+(:mod:`robopipe.bench.scenarios`); ``bench`` is the config's ``bench:`` section.
+"""
+
+from __future__ import annotations
+
+from robopipe.bench.registry import get_loader
+from robopipe.bench.scenarios import expand_matrix, parse_scenario
+from robopipe.layout import BENCH_RESULT, CEILING_FILE, COPY_INFO, PUBLISHED_INFO
+
+# NVDEC cannot decode AV1: a cuda scenario without an encoding reads this copy
+CUDA_ENCODING = "h264g2"
+# keys of the bench: section that are not robopipe.bench.runner.Settings
+NOT_SETTINGS = ("matrix", "ceiling_frames")
+
+
+def scenarios(bench: dict, robomimic_source: bool) -> list[str]:
+    """The scenario names of the configured matrix that apply to a dataset, in matrix order:
+    each loader's (robopipe.bench.registry) rule, given whether the dataset's source is a
+    robomimic file and whether ``bench["lerobot_python"]`` names an interpreter."""
+    lerobot_python = bool(bench.get("lerobot_python"))
+    return [
+        name
+        for name in expand_matrix(bench["matrix"])
+        if get_loader(parse_scenario(name).loader).applies(
+            robomimic_source=robomimic_source, lerobot_python=lerobot_python
+        )
+    ]
+
+
+def scenario_encoding(name: str) -> str | None:
+    """The copy a scenario reads: its encoding, :data:`CUDA_ENCODING` for a cuda scenario
+    without one, or None (the converted dataset)."""
+    scenario = parse_scenario(name)
+    if scenario.encoding is None and scenario.decode == "cuda":
+        return CUDA_ENCODING
+    return scenario.encoding
+
+
+def encodings(names: list[str]) -> list[str]:
+    """The copies that scenarios ``names`` read, sorted."""
+    return sorted({e for e in map(scenario_encoding, names) if e})
+
+
+def scenario_dataset(dataset: str, name: str) -> str:
+    """The info.json of what scenario ``name`` reads: its copy, else the converted dataset."""
+    encoding = scenario_encoding(name)
+    if encoding:
+        return COPY_INFO.format(dataset=dataset, encoding=encoding)
+    return PUBLISHED_INFO.format(dataset=dataset)
+
+
+def ceiling_suffix(encoding: str | None) -> str:
+    """The ``{suffix}`` of a decode-ceiling file: ``_e<encoding>`` for a copy, else empty."""
+    return f"_e{encoding}" if encoding else ""
+
+
+def ceiling_dataset(dataset: str, suffix: str) -> str:
+    """The info.json of what a ceiling job decodes: the copy its ``suffix`` names, else the
+    converted dataset."""
+    if suffix:
+        return COPY_INFO.format(dataset=dataset, encoding=suffix.removeprefix("_e"))
+    return PUBLISHED_INFO.format(dataset=dataset)
+
+
+def ceilings(dataset: str, names: list[str]) -> list[str]:
+    """The decode-ceiling JSONs of the dataset and of each copy that scenarios ``names``
+    read."""
+    return [
+        CEILING_FILE.format(dataset=dataset, suffix=ceiling_suffix(e))
+        for e in [None, *encodings(names)]
+    ]
+
+
+def results(dataset: str, names: list[str]) -> list[str]:
+    """A dataset's benchmark outputs: each scenario's JSON, then the ceiling JSONs."""
+    return [BENCH_RESULT.format(dataset=dataset, scenario=n) for n in names] + ceilings(
+        dataset, names
+    )
+
+
+def settings(bench: dict) -> dict:
+    """The bench: section without the keys that are not runner settings
+    (robopipe.bench.runner.Settings keywords)."""
+    return {k: v for k, v in bench.items() if k not in NOT_SETTINGS}
+
+
+def ceiling_options(bench: dict) -> dict:
+    """The robopipe.bench.ceiling.measure_ceiling keywords the bench: section sets
+    (``ceiling_frames`` as ``frames``); the function's defaults hold the rest."""
+    return {"frames": bench["ceiling_frames"]} if "ceiling_frames" in bench else {}
+
+
+def pushed_first(bench: dict, dataset: str, entry: dict, name: str) -> bool:
+    """Whether scenario ``name`` waits for the dataset's push: its remote source's URL
+    (``bench["sources"]``, a template of ``{dataset}``) is where the dataset entry's
+    ``push: url`` publishes it."""
+    template = bench.get("sources", {}).get(parse_scenario(name).source)
+    return bool(template) and template.format(dataset=dataset) == entry.get("push", {}).get("url")
+
+
+def resources(name: str) -> dict:
+    """What scenario ``name``'s job asks for.
+
+    Returns:
+        ``threads``: the DataLoader workers plus the main process; ``nodes``: one rank per
+        node (also its SLURM ``tasks``); ``mem_mb``: 2,000 MB for the main process plus 1,000
+        MB per worker; ``network``: 1 for a remote source, so network-bound scenarios never
+        overlap; ``mpi``: ``"srun"`` for a multi-node scenario (the job runs its own
+        ``srun -N {nodes}``, robopipe.ranks.run_ranks), else empty; ``gres``: one GPU per node
+        for cuda decoding, else empty.
+    """
+    scenario = parse_scenario(name)
+    return {
+        "threads": scenario.workers + 1,
+        "nodes": scenario.nodes,
+        "mem_mb": 2000 + 1000 * scenario.workers,
+        "network": int(scenario.remote),
+        "mpi": "srun" if scenario.nodes > 1 else "",
+        "gres": "gpu:1" if scenario.decode == "cuda" else "",
+    }

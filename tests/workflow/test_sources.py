@@ -1,0 +1,95 @@
+"""robopipe.workflow.sources: kinds, folders, options and the parse-time plan of sources."""
+
+import shutil
+
+import pytest
+
+from robopipe.layout import V21_EPISODES_STATS_PATH, V21_INFO_PATH
+from robopipe.workflow.sources import Datasets, UnplannableSource, digest
+
+
+def config_of(**datasets):
+    return {"datasets": datasets, "conversion": {"episodes_per_shard": 2}}
+
+
+def test_kinds_and_source_folders(tmp_path):
+    datasets = Datasets(
+        config_of(
+            local={"path": str(tmp_path)},
+            hub={"repo_id": "lerobot/pusht"},
+            demo={"demo": {"episodes": 5}},
+            lift={"robomimic": {"path": "lift.hdf5", "task": "Lift"}},
+            gen={"robomimic": {"generate": {"demos": 7}, "codec": "h264_lossless"}},
+        )
+    )
+    assert datasets.names() == ["local", "hub", "demo", "lift", "gen"]
+    assert [datasets.kind(n) for n in datasets.names()] == [
+        "path",
+        "repo_id",
+        "demo",
+        "robomimic",
+        "robomimic",
+    ]
+    assert datasets.source_dir("local") == str(tmp_path)
+    assert datasets.source_dir("hub") == "results/hub/hub"
+    assert datasets.source_dir("demo") == "results/demo/demo"
+    assert datasets.source_dir("lift") == "results/lift/robomimic_v21"
+    assert datasets.hub("hub") == ("lerobot/pusht", "v2.1")
+    assert datasets.configured_episodes("demo") == 5
+    assert datasets.configured_episodes("gen") == 7
+    assert datasets.configured_episodes("lift") is None
+    assert datasets.configured_episodes("hub") is None
+    assert datasets.robomimic_hdf5("lift") == "lift.hdf5"
+    assert datasets.robomimic_hdf5("gen") == "results/gen/robomimic/generated.hdf5"
+    assert datasets.robomimic_options("lift") == {"task": "Lift"}
+    assert datasets.robomimic_options("gen") == {"codec": "h264_lossless"}
+    assert datasets.meta_files("hub") == []
+
+
+def test_options_layer_dataset_over_config():
+    config = config_of(a={"demo": {}, "conversion": {"episodes_per_shard": 5}}, b={"demo": {}})
+    datasets = Datasets(config)
+    assert datasets.options("a").episodes_per_shard == 5
+    assert datasets.options("b").episodes_per_shard == 2
+
+
+def test_push_options_without_push_section():
+    datasets = Datasets(config_of(a={"demo": {}, "push": {"url": "s3://b/a"}}, b={"demo": {}}))
+    assert datasets.push_options("a") == {"url": "s3://b/a"}
+    with pytest.raises(ValueError, match="'b' has no push"):
+        datasets.push_options("b")
+
+
+def test_local_plan_signatures_and_videos(make_v21):
+    root = make_v21(episodes=5)
+    datasets = Datasets(config_of(d={"path": str(root)}))
+    plan = datasets.local_plan("d")
+    assert len(plan.episodes) == 5
+    assert [len(plan.shard_episodes(s.id)) for s in plan.shards] == [2, 2, 1]
+    assert datasets.local_plan("d") is plan  # cached
+    signatures = datasets.signatures("d")
+    size = (root / V21_INFO_PATH).stat().st_size
+    assert signatures[V21_INFO_PATH][0] == size
+    assert f"{root}/{V21_EPISODES_STATS_PATH}" in datasets.meta_files("d")
+    by_file = datasets.source_videos_by_file("d", plan.video_keys[0])
+    assert sum(len(paths) for paths in by_file.values()) == 5
+    missing = str(root / "nothing.parquet")
+    assert datasets.signatures_of("d", [missing]) == {"nothing.parquet": None}
+
+
+def test_unplannable_source_names_every_problem(make_v21, tmp_path):
+    root = tmp_path / "broken"
+    shutil.copytree(make_v21(episodes=3), root)
+    for parquet in root.glob("data/*/*.parquet"):
+        parquet.write_bytes(b"not a parquet")
+    datasets = Datasets(config_of(broken={"path": str(root)}))
+    with pytest.raises(UnplannableSource) as caught:
+        datasets.local_plan("broken")
+    text = "\n".join(caught.value.lines)
+    assert "broken" in text
+    assert "episode_000000.parquet" in text and "episode_000002.parquet" in text
+
+
+def test_digest_is_order_independent():
+    assert digest({"a": 1, "b": [2]}) == digest({"b": [2], "a": 1})
+    assert digest({"a": 1}) != digest({"a": 2})
