@@ -32,11 +32,6 @@ def scenario_fields() -> tuple[str, ...]:
     return tuple(scenario_schema()["required"])
 
 
-def loaders() -> tuple[str, ...]:
-    """The benchmark's loader names, in the schema's order (the order of the report)."""
-    return tuple(scenario_schema()["properties"]["loader"]["enum"])
-
-
 def check_scenario_result(result: dict, path: str | Path) -> None:
     """Validate ``result`` against the schema.
 

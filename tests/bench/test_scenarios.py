@@ -1,11 +1,8 @@
 import re
-from pathlib import Path
 
 import pytest
-import yaml
 
 from robopipe.bench.scenarios import (
-    LOADERS,
     WILDCARD_CONSTRAINTS,
     Scenario,
     SequenceMode,
@@ -77,12 +74,3 @@ def test_sequence_modes():
     for mode in ("sarm", "seq0", "seqx", "seq10b0", "seq10r28b64", "b64"):
         with pytest.raises(ValueError, match="take single or seq<N>"):
             parse_sequence_mode(mode)
-
-
-def test_schemas_know_every_loader():
-    repo = Path(__file__).parents[2]
-    config = yaml.safe_load((repo / "workflow/schemas/config.schema.yaml").read_text())
-    matrix = config["properties"]["bench"]["properties"]["matrix"]["properties"]
-    assert matrix["loader"]["items"]["enum"] == list(LOADERS)
-    result = yaml.safe_load((repo / "src/robopipe/scenario_result.schema.yaml").read_text())
-    assert result["properties"]["loader"]["enum"] == list(LOADERS)

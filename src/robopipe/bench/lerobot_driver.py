@@ -4,12 +4,14 @@
 
 It imports lerobot and torch from that interpreter and nothing from robopipe except the
 standard-library-only ``measure.py`` next to it (loaded by path), so both loaders are measured by
-the same code. Arguments: root, loader (``lerobot_map`` | ``lerobot_stream``),
+the same code. Arguments: root, dataset (``module:class``, the loader's
+``robopipe.bench.registry.LoaderSpec.dataset``), stream (an iterable dataset),
 delta_timestamps, video_keys, batch_size, workers, image_dtype, warmup_batches, steady_s,
 probe_samples, tolerance_s, seed, out (the JSON file written: the measurements of
 ``measure.measure_throughput`` and ``measure.measure_latency``).
 """
 
+import importlib
 import json
 import sys
 from pathlib import Path
@@ -19,28 +21,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import measure  # noqa: E402  (standard library only)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from lerobot.datasets.lerobot_dataset import LeRobotDataset  # noqa: E402
-from lerobot.datasets.streaming_dataset import StreamingLeRobotDataset  # noqa: E402
 
 REPO_ID = "local/robopipe-bench"
 
 
 def make_dataset(args: dict):
+    """lerobot's dataset of ``args["root"]``: the class ``args["dataset"]`` names
+    (``LeRobotDataset``, or ``StreamingLeRobotDataset`` when ``args["stream"]``)."""
+    module, name = args["dataset"].split(":")
+    dataset_cls = getattr(importlib.import_module(module), name)
     common = dict(
         root=args["root"],
         delta_timestamps=args["delta_timestamps"],
         tolerance_s=args["tolerance_s"],
         return_uint8=args["image_dtype"] == "uint8",
     )
-    if args["loader"] == "lerobot_map":
-        return LeRobotDataset(REPO_ID, video_backend="torchcodec", **common)
-    return StreamingLeRobotDataset(REPO_ID, seed=args["seed"], **common)
+    if args["stream"]:
+        return dataset_cls(REPO_ID, seed=args["seed"], **common)
+    return dataset_cls(REPO_ID, video_backend="torchcodec", **common)
 
 
 def main() -> None:
     args = json.loads(sys.argv[1])
     ds = make_dataset(args)
-    stream = args["loader"] == "lerobot_stream"
+    stream = args["stream"]
     loader = torch.utils.data.DataLoader(
         ds,
         batch_size=args["batch_size"],

@@ -18,13 +18,12 @@ import torch
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
 from robopipe.bench.measure import measure_latency, measure_throughput
+from robopipe.bench.registry import get_loader
 from robopipe.layout import RESULTS_DIR, ROBO_FILE
 from robopipe.loading.windows import mode_delta_timestamps
-from robopipe.robomimic.dataset import CACHE_MODES, RobomimicDataset
+from robopipe.robomimic.dataset import RobomimicDataset
 from robopipe.robomimic.hdf5 import RobomimicFile
 
-LOADER_PREFIX = "robomimic_hdf5_"
-LOADERS = tuple(LOADER_PREFIX + mode for mode in CACHE_MODES)
 PLAN_PATH = "robomimic/plan.json"  # relative to results/{dataset}, next to v3.0/
 ROBO_PATH = ROBO_FILE.removeprefix(RESULTS_DIR + "/")  # relative to results/{dataset}
 
@@ -54,17 +53,6 @@ def robo_path(root: str | Path) -> Path:
     """The robo archive (:mod:`robopipe.robomimic.robo`) of the robomimic file of the
     converted dataset at ``root`` (``results/{dataset}/v3.0``); it may not exist yet."""
     return Path(root).parent / ROBO_PATH
-
-
-def cache_mode_of(loader: str) -> str:
-    """The cache mode of a ``robomimic_hdf5_<mode>`` loader name.
-
-    Raises:
-        ValueError: not one of :data:`LOADERS`.
-    """
-    if loader not in LOADERS:
-        raise ValueError(f"loader {loader!r} is not one of {LOADERS}")
-    return loader.removeprefix(LOADER_PREFIX)
 
 
 def open_dataset(plan_file: str | Path, cache_mode: str, settings, mode: str) -> RobomimicDataset:
@@ -100,12 +88,15 @@ def run_robomimic(scenario, root: str | Path, settings, rank: int, world_size: i
     ``cpu_fallback`` are None.
 
     Raises:
-        ValueError: decode ``cuda`` (there is no video to decode), a remote source, an
-            unknown loader, or no robomimic plan.
+        ValueError: decode ``cuda`` (there is no video to decode), a remote source
+            (:meth:`~robopipe.bench.registry.LoaderSpec.check`), an unknown loader, or no
+            robomimic plan.
     """
-    if scenario.decode != "cpu" or scenario.source != "local":
-        raise ValueError(f"{scenario.name}: the HDF5 loader reads a local file, cpu only")
-    ds = open_dataset(plan_path(root), cache_mode_of(scenario.loader), settings, scenario.mode)
+    spec = get_loader(scenario.loader)
+    if not spec.robomimic_only or spec.sequence:
+        raise ValueError(f"{scenario.name}: {spec.name} is not a robomimic HDF5 loader")
+    spec.check(scenario)
+    ds = open_dataset(plan_path(root), spec.cache_mode, settings, scenario.mode)
     if world_size > 1:
         sampler = DistributedSampler(
             ds, num_replicas=world_size, rank=rank, shuffle=True, seed=settings.seed

@@ -31,17 +31,12 @@ from robopipe.bench.measure import (
     measure_throughput,
     random_items,
 )
+from robopipe.bench.registry import LoaderSpec, get_loader
 from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
 from robopipe.bench.servers import serve_http, serve_s3
 from robopipe.layout import DEFAULT_TOLERANCE_S
-from robopipe.loading import (
-    MapDataset,
-    StreamingDataset,
-    collate,
-    mode_delta_timestamps,
-    read_meta,
-)
+from robopipe.loading import collate, mode_delta_timestamps, read_meta
 from robopipe.ranks import current_node
 from robopipe.scenario_result import write_scenario_result
 
@@ -139,28 +134,31 @@ def run_scenario(
 
     Raises:
         ZeroSamplesError: nothing was measured.
-        ValueError: an unsupported combination (a lerobot loader without
-            ``settings.lerobot_python``, on a remote source or with cuda; robomimic_hdf5_*
-            on a dataset without a robomimic plan, a remote source or with cuda; see
+        ValueError: an unsupported combination: a source, decode device or node count the
+            loader cannot run (:meth:`robopipe.bench.registry.LoaderSpec.check`), a lerobot
+            loader without ``settings.lerobot_python``, a robomimic loader on a dataset
+            without a robomimic plan (see also
             :func:`robopipe.bench.sequence_loaders.run_sequence` for ``*_seq_*``).
     """
     scenario = parse_scenario(scenario_name)
+    spec = get_loader(scenario.loader)
+    spec.check(scenario)
     root = Path(root)
     with PeakRss() as rss, source_url(scenario, dataset, root, settings) as (url, options):
-        if scenario.loader.startswith("lerobot_"):
-            measured = _run_lerobot(scenario, root, settings, url)
-        elif "_seq_" in scenario.loader:
+        if spec.needs_lerobot_python:
+            measured = _run_lerobot(scenario, spec, root, settings, url)
+        elif spec.sequence:
             from robopipe.bench.sequence_loaders import run_sequence
 
             measured = run_sequence(scenario, root, settings)
-        elif scenario.loader.startswith("robopipe_"):
-            measured = _run_robopipe(scenario, dataset, url, options, settings, rank, world_size)
-        elif scenario.loader.startswith("robomimic_hdf5_"):
+        elif spec.robomimic_only:
             from robopipe.bench.robomimic_loaders import run_robomimic
 
             measured = run_robomimic(scenario, root, settings, rank, world_size)
         else:
-            raise ValueError(f"loader {scenario.loader!r} is not run by robopipe.bench.runner")
+            measured = _run_robopipe(
+                scenario, spec, dataset, url, options, settings, rank, world_size
+            )
     per_rank = {
         "rank": rank,
         "node": current_node(),
@@ -197,7 +195,7 @@ def run_scenario(
     }
 
 
-def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -> dict:
+def _run_robopipe(scenario, spec, dataset, url, options, settings, rank, world_size) -> dict:
     meta = read_meta(url, name=dataset, storage_options=options)
     kwargs = dict(
         name=dataset,
@@ -211,14 +209,14 @@ def _run_robopipe(scenario, dataset, url, options, settings, rank, world_size) -
         seek_mode=settings.seek_mode,
         storage_options=options,
     )
-    stream = scenario.loader == "robopipe_stream"
+    stream = spec.stream
     if stream:
         kwargs.update(
             rank=rank, world_size=world_size, shuffle_buffer=settings.shuffle_buffer, seed=0
         )
     else:
         kwargs.update(batch_buffers=BATCH_BUFFERS)
-    dataset_cls = StreamingDataset if stream else MapDataset
+    dataset_cls = spec.dataset_class()
     ds = dataset_cls(url, **kwargs)
     if stream:
         ds.streams(max(scenario.workers, 1))  # fails early if a worker would get no episode
@@ -262,19 +260,20 @@ def _sampler(ds, seed: int, rank: int, world_size: int):
     return RandomSampler(ds, generator=torch.Generator().manual_seed(seed))
 
 
-def _run_lerobot(scenario: Scenario, root: Path, settings: Settings, url: str) -> dict:
+def _run_lerobot(
+    scenario: Scenario, spec: LoaderSpec, root: Path, settings: Settings, url: str
+) -> dict:
     """Run lerobot's loader through ``lerobot_driver.py`` in ``settings.lerobot_python``."""
     if not settings.lerobot_python:
         raise ValueError(f"{scenario.name}: set bench.lerobot_python to run lerobot's loaders")
-    if scenario.source != "local" or scenario.decode != "cpu":
-        raise ValueError(f"{scenario.name}: lerobot loaders run on local sources, cpu decode")
     meta = read_meta(url)
     delta = mode_delta_timestamps(scenario.mode, meta.camera_keys, meta.fps, settings.windows)
     with tempfile.TemporaryDirectory(prefix="robopipe-lerobot-") as tmp:
         out = Path(tmp) / "result.json"
         args = {
             "root": str(root.resolve()),
-            "loader": scenario.loader,
+            "dataset": spec.dataset,
+            "stream": spec.stream,
             "delta_timestamps": delta,
             "video_keys": meta.camera_keys,
             "batch_size": settings.batch_size,
@@ -319,11 +318,14 @@ def run_multi_node(
     (shared between nodes).
 
     Raises:
+        ValueError: the loader cannot run the scenario
+            (:meth:`robopipe.bench.registry.LoaderSpec.check`).
         RuntimeError: a rank failed.
     """
     from robopipe.ranks import combine_rank_results, run_ranks
 
     scenario = parse_scenario(scenario_name)
+    get_loader(scenario.loader).check(scenario)
     Path(final_json).parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".ranks-", dir=Path(final_json).parent) as tmp:
         argv = [

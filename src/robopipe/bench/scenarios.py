@@ -10,28 +10,10 @@ import itertools
 import re
 from dataclasses import asdict, dataclass
 
+from robopipe.bench.registry import LOADERS as REGISTRY
 from robopipe.copies.encodings import ENCODING_PATTERN
 
-LOADERS = (
-    "robopipe_map",
-    "robopipe_stream",
-    "lerobot_map",
-    "lerobot_stream",
-    # robomimic's SequenceDataset cache modes (robopipe.bench.robomimic_loaders)
-    "robomimic_hdf5_none",
-    "robomimic_hdf5_low_dim",
-    "robomimic_hdf5_all",
-    # robomimic 0.3.0's SequenceDataset and robopipe's drop-in (robopipe.bench.sequence_loaders)
-    "robomimic_seq_none",
-    "robomimic_seq_low_dim",
-    "robomimic_seq_all",
-    "robopipe_seq_none",
-    "robopipe_seq_low_dim",
-    "robopipe_seq_all",
-    "robopipe_seq_lru",
-    "robopipe_seq_compressed",
-    "robopipe_seq_tar",  # the paper's robo format (robopipe.robomimic.robo), streamed
-)
+LOADERS = tuple(REGISTRY)  # loader names (robopipe.bench.registry), in its order
 SOURCES = ("local", "http", "s3", "hf")
 DECODES = ("cpu", "cuda")
 REMOTE_SOURCES = ("http", "s3", "hf")

@@ -28,15 +28,15 @@ import numpy as np
 from torch.utils.data import DataLoader, Sampler
 
 from robopipe.bench.measure import measure_latency, measure_throughput, random_items
+from robopipe.bench.registry import LOADERS as REGISTRY
+from robopipe.bench.registry import LoaderSpec, get_loader
 from robopipe.bench.robomimic_loaders import hdf5_path, robo_path
-from robopipe.bench.scenarios import LOADERS as ALL_LOADERS
 from robopipe.bench.scenarios import parse_sequence_mode
 from robopipe.robomimic.images import is_image
 from robopipe.robomimic.robo import RoboTarDataset
 from robopipe.robomimic.sequence import SequenceDataset
-from robopipe.robomimic.strategies import CompressedSequenceDataset, LruSequenceDataset
 
-LOADERS = tuple(loader for loader in ALL_LOADERS if "_seq_" in loader)
+LOADERS = tuple(name for name, spec in REGISTRY.items() if spec.sequence)
 DATASET_KEYS = ("actions", "rewards", "dones")
 
 
@@ -67,9 +67,7 @@ def open_sequence_dataset(
         ValueError: an unknown loader, robomimic 0.3.0 is not installed, an image size for
             robomimic's own loader, or ``robopipe_seq_tar`` without ``robo``.
     """
-    if loader not in LOADERS:
-        raise ValueError(f"loader {loader!r} is not one of {LOADERS}")
-    mode = loader.rsplit("_seq_", 1)[1]
+    spec = _sequence_loader(loader)
     low_dim, images, next_obs = file_keys(hdf5)
     arguments = dict(
         obs_keys=low_dim + images,
@@ -78,31 +76,45 @@ def open_sequence_dataset(
         load_next_obs=next_obs,
     )
     arguments.update(kwargs)
-    robopipe = {} if image_size is None else {"image_size": (image_size, image_size)}
-    if mode == "tar":
+    if spec.cache_mode is not None:
+        arguments.setdefault(
+            "hdf5_cache_mode", None if spec.cache_mode == "none" else spec.cache_mode
+        )
+    if spec.peer:
+        return _robomimic_dataset(spec, hdf5, low_dim, images, arguments, image_size)
+    if image_size is not None:
+        arguments["image_size"] = (image_size, image_size)
+    if spec.sized_cache:
+        arguments["cache_size_mb"] = cache_size_mb or 256
+    if spec.robo_archive:
         if robo is None:
             raise ValueError(f"{loader} reads the file's robo archive: give its path")
-        return RoboTarDataset(robo, **arguments, **robopipe)
-    if mode == "lru":
-        return LruSequenceDataset(hdf5, **arguments, cache_size_mb=cache_size_mb or 256, **robopipe)
-    if mode == "compressed":
-        return CompressedSequenceDataset(hdf5, **arguments, **robopipe)
-    arguments.setdefault("hdf5_cache_mode", None if mode == "none" else mode)
-    if loader.startswith("robopipe_"):
-        return SequenceDataset(hdf5, **arguments, **robopipe)
+        return spec.dataset_class()(robo, **arguments)
+    return spec.dataset_class()(hdf5, **arguments)
+
+
+def _sequence_loader(loader: str) -> LoaderSpec:
+    if loader not in LOADERS:
+        raise ValueError(f"loader {loader!r} is not one of {LOADERS}")
+    return get_loader(loader)
+
+
+def _robomimic_dataset(spec, hdf5, low_dim, images, arguments, image_size):
+    # robomimic 0.3.0's own SequenceDataset, after its global observation specs are set
     if image_size is not None:
-        raise ValueError(f"{loader}: robomimic's own SequenceDataset cannot downscale images")
+        raise ValueError(f"{spec.name}: robomimic's own SequenceDataset cannot downscale images")
     try:
         from robomimic.utils import obs_utils
-        from robomimic.utils.dataset import SequenceDataset as RobomimicSequenceDataset
+
+        dataset_cls = spec.dataset_class()
     except ImportError as exc:
         raise ValueError(
-            f"{loader} needs robomimic 0.3.0: pip install --no-deps robomimic==0.3.0 "
+            f"{spec.name} needs robomimic 0.3.0: pip install --no-deps robomimic==0.3.0 "
             f"termcolor ({exc})"
         ) from None
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         obs_utils.initialize_obs_utils_with_obs_specs({"obs": {"low_dim": low_dim, "rgb": images}})
-        return RobomimicSequenceDataset(str(hdf5), **arguments)
+        return dataset_cls(str(hdf5), **arguments)
 
 
 def item_demos(dataset) -> np.ndarray:
@@ -170,15 +182,16 @@ def run_sequence(scenario, root: str | Path, settings) -> dict:
     are None; ``batch_size`` is the frame mode's, else ``settings.batch_size``).
 
     Raises:
-        ValueError: a remote source, decode ``cuda``, more than one rank, or see
+        ValueError: a remote source, decode ``cuda``, more than one node
+            (:meth:`~robopipe.bench.registry.LoaderSpec.check`), or see
             :func:`open_sequence_dataset` and :func:`~robopipe.bench.scenarios.parse_sequence_mode`.
     """
-    if scenario.decode != "cpu" or scenario.source != "local" or scenario.nodes != 1:
-        raise ValueError(f"{scenario.name}: robomimic loaders read a local file, cpu, one node")
+    spec = _sequence_loader(scenario.loader)
+    spec.check(scenario)
     mode = parse_sequence_mode(scenario.mode)
     batch_size = mode.batch_size or settings.batch_size
     hdf5 = hdf5_path(root)
-    tar = scenario.loader == "robopipe_seq_tar"
+    tar = spec.robo_archive
     extra = {"shuffle_buffer": settings.shuffle_buffer, "seed": settings.seed, "with_index": True}
     dataset = open_sequence_dataset(
         scenario.loader, hdf5, mode.seq_length, robo=robo_path(root) if tar else None,
@@ -195,7 +208,7 @@ def run_sequence(scenario, root: str | Path, settings) -> dict:
         warmup_batches=settings.warmup_batches,
         steady_s=settings.steady_s,
     )  # fmt: skip
-    items = iter(dataset) if tar else random_items(dataset, settings.seed)
+    items = iter(dataset) if spec.stream else random_items(dataset, settings.seed)
     measured.update(measure_latency(items, settings.probe_samples))
     measured.update(
         fetch_share=None, decode_share=None, decoder_cache=None, cpu_fallback=None, device="cpu",

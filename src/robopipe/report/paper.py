@@ -17,6 +17,7 @@ import pandas as pd
 
 from robopipe.bench.scenarios import parse_sequence_mode
 from robopipe.report.figures import WIDTH_IN, bar_figure, loader_colour, placeholder, save
+from robopipe.report.tables import SEQUENCE_LOADERS
 
 CACHE_MODES = {"seq_length": 50, "batch_size": 1}  # the paper's cache-mode comparison
 BATCH_SWEEP = {"seq_length": 10}  # batch sizes swept at this sequence length
@@ -26,9 +27,10 @@ _MARKERS = "osD^v<>ph*"
 
 
 def sequence_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The ``*_seq_*`` rows of a scenario table (:func:`~robopipe.report.tables.load_scenarios`)
-    at full image size, with an int ``seq_length`` column."""
-    rows = table[table["loader"].str.contains("_seq_", regex=False)].copy()
+    """The rows of sequence loaders (``*_seq_*``, :mod:`robopipe.bench.registry`) of a
+    scenario table (:func:`~robopipe.report.tables.load_scenarios`) at full image size, with
+    an int ``seq_length`` column."""
+    rows = table[table["loader"].isin(SEQUENCE_LOADERS)].copy()
     modes = [parse_sequence_mode(mode) for mode in rows["mode"]]
     rows["seq_length"] = [m.seq_length for m in modes]
     return rows[pd.Series([m.image_size is None for m in modes], index=rows.index, dtype=bool)]

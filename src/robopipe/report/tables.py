@@ -14,11 +14,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from robopipe.bench.registry import LOADERS as REGISTRY
 from robopipe.errors import DatasetError
-from robopipe.scenario_result import loaders, read_scenario_result, scenario_fields
+from robopipe.scenario_result import read_scenario_result, scenario_fields
 
 SCENARIO_FIELDS = scenario_fields()
-LOADERS = loaders()
+LOADERS = tuple(REGISTRY)  # the report's order of loaders (robopipe.bench.registry)
+SEQUENCE_LOADERS = tuple(name for name, spec in REGISTRY.items() if spec.sequence)
 
 CEILING_FIELDS = (
     "dataset",
