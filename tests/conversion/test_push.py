@@ -2,10 +2,11 @@
 (The Hub is tested against its stand-in in tests/hub/test_hub_push.py.)"""
 
 import hashlib
+from types import SimpleNamespace
 
 import pytest
 
-from robopipe.conversion.push import PushTarget, push_dataset
+from robopipe.conversion.push import PushTarget, _with_retries, push_dataset
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
 
@@ -85,3 +86,68 @@ def test_s3_push(push, datasets, s3_server, file_tree):
     before = puts()
     again = push(tiny, url, storage_options=s3_server.storage_options)
     assert again["uploaded_files"] == 0 and puts() == before
+
+
+class _Flaky:
+    """A push that raises each error of ``errors`` in turn, then returns "done"."""
+
+    def __init__(self, *errors):
+        self.errors, self.calls = list(errors), 0
+
+    def __call__(self):
+        self.calls += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return "done"
+
+
+@pytest.fixture
+def sleeps(monkeypatch):
+    """The waits between attempts, in seconds (nothing actually sleeps)."""
+    waits = []
+    monkeypatch.setattr("time.sleep", waits.append)
+    return waits
+
+
+def _hub_error(message: str, status: int):
+    """The Hub client's HTTP error with a response of ``status`` (whatever HTTP library the
+    installed huggingface_hub builds its responses with)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    error = HfHubHTTPError.__new__(HfHubHTTPError)
+    Exception.__init__(error, message)
+    error.response = SimpleNamespace(status_code=status)
+    return error
+
+
+def test_transient_errors_are_retried_with_growing_waits(sleeps, caplog):
+    push = _Flaky(ConnectionError("reset"), TimeoutError("slow"), _hub_error("busy", 503))
+    with caplog.at_level("WARNING", logger="robopipe.conversion.push"):
+        assert _with_retries(PushTarget(url="s3://b/x", retries=3), push) == "done"
+    assert (push.calls, sleeps) == (4, [1, 2, 4])
+    assert [r.getMessage() for r in caplog.records] == [
+        "push to s3://b/x: reset; retrying in 1 s",
+        "push to s3://b/x: slow; retrying in 2 s",
+        "push to s3://b/x: busy; retrying in 4 s",
+    ]
+
+
+def test_other_errors_are_not_retried(sleeps):
+    for error in (ValueError("bad"), _hub_error("forbidden", 403)):
+        push = _Flaky(error)
+        with pytest.raises(type(error)) as raised:
+            _with_retries(PushTarget(url="s3://b/x"), push)
+        assert raised.value is error and push.calls == 1 and sleeps == []
+
+
+def test_retries_stop_at_the_targets_count_with_waits_capped(sleeps):
+    errors = [ConnectionError(f"lost {i}") for i in range(9)]
+    push = _Flaky(*errors)
+    with pytest.raises(ConnectionError) as raised:
+        _with_retries(PushTarget(url="s3://b/x", retries=7), push)
+    assert raised.value is errors[7] and push.calls == 8
+    assert sleeps == [1, 2, 4, 8, 16, 30, 30]
+    push = _Flaky(ConnectionError("lost"))
+    with pytest.raises(ConnectionError):
+        _with_retries(PushTarget(url="s3://b/x", retries=0), push)
+    assert push.calls == 1

@@ -18,8 +18,17 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+import tenacity
+
 from robopipe.errors import DatasetError
-from robopipe.layout import INFO_PATH
+from robopipe.layout import (
+    DATA_PATH,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_DATA_FILE_SIZE_IN_MB,
+    DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+    INFO_PATH,
+    VIDEO_PATH,
+)
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +38,7 @@ DATASET_FOLDERS = ("meta", "data", "videos")  # the target's copies of these are
 CARD = "README.md"
 RETRY_STATUS = {429, 500, 502, 503, 504}
 TRANSIENT_NAMES = {"ConnectionError", "Timeout", "TransportError"}
+RETRY_WAIT_MAX_S = 30.0  # waits double from 1 s up to this
 
 
 @dataclass(frozen=True)
@@ -181,16 +191,26 @@ def _check_validated(files: dict[str, Path], name: str, validation: dict) -> Non
 
 
 def _with_retries(target: PushTarget, push):
-    """``push()``, again after a transient error, up to ``target.retries`` times."""
-    for attempt in range(target.retries + 1):
-        try:
-            return push()
-        except Exception as exc:
-            if attempt == target.retries or not _transient(exc):
-                raise
-            wait = min(2.0**attempt, 30.0)
-            log.warning("push to %s: %s; retrying in %.0f s", target.name, exc, wait)
-            time.sleep(wait)
+    """``push()``, again after a transient error (:func:`_transient`), up to
+    ``target.retries`` times, waiting 1, 2, 4... s (at most ``RETRY_WAIT_MAX_S``) and
+    logging a warning before each retry; the last error is raised as it is."""
+
+    def warn(state: tenacity.RetryCallState) -> None:
+        log.warning(
+            "push to %s: %s; retrying in %.0f s",
+            target.name,
+            state.outcome.exception(),
+            state.next_action.sleep,
+        )
+
+    retrying = tenacity.Retrying(
+        stop=tenacity.stop_after_attempt(target.retries + 1),
+        retry=tenacity.retry_if_exception(_transient),
+        wait=tenacity.wait_exponential(multiplier=1, exp_base=2, max=RETRY_WAIT_MAX_S),
+        before_sleep=warn,
+        reraise=True,
+    )
+    return retrying(push)
 
 
 def _transient(exc: Exception) -> bool:
@@ -272,11 +292,11 @@ LEROBOT_INFO_DEFAULTS = {
     "total_episodes": 0,
     "total_frames": 0,
     "total_tasks": 0,
-    "chunks_size": 1000,
-    "data_files_size_in_mb": 100,
-    "video_files_size_in_mb": 200,
-    "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-    "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4",
+    "chunks_size": DEFAULT_CHUNK_SIZE,
+    "data_files_size_in_mb": DEFAULT_DATA_FILE_SIZE_IN_MB,
+    "video_files_size_in_mb": DEFAULT_VIDEO_FILE_SIZE_IN_MB,
+    "data_path": DATA_PATH,
+    "video_path": VIDEO_PATH,
     "robot_type": None,
     "splits": {},
     "tools": None,
