@@ -14,6 +14,7 @@ from robopipe.layout import (
     PUSH_FILE,
     ROBO_FILE,
 )
+from robopipe.bench.registry import get_loader
 from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, parse_scenario
 from robopipe.copies.encodings import ENCODING_PATTERN
 
@@ -41,8 +42,9 @@ def bench_pushed_input(wildcards):
 
 
 def bench_robo_input(wildcards):
-    """The robo archive a robopipe_seq_tar scenario reads (rule robomimic_robo), else nothing."""
-    if parse_scenario(wildcards.scenario).loader == "robopipe_seq_tar":
+    """The robo archive a scenario reads when its loader reads one (robopipe_seq_tar; rule
+    robomimic_robo), else nothing."""
+    if get_loader(parse_scenario(wildcards.scenario).loader).robo_archive:
         return [ROBO_FILE.format(dataset=wildcards.dataset)]
     return []
 
