@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from robopipe.demo import DEFAULT_CAMERAS, DEFAULT_TASKS, generate_demo
-from robopipe.formats.v21_writer import numeric_stats
+from robopipe.stats import numeric_stats
 
 PARAMS = dict(episodes=6, cameras=2, height=32, width=48, min_length=10, max_length=30)
 

@@ -13,14 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from robopipe.errors import DatasetError
-from robopipe.formats.v21_writer import (
-    V21Writer,
-    auto_downsample_height_width,
-    estimate_num_samples,
-    numeric_stats,
-    sample_indices,
-    video_frame_stats,
-)
+from robopipe.formats.v21_writer import V21Writer
 
 FPS = 30
 H, W = 32, 48
@@ -246,54 +239,6 @@ def test_episode_stats(written):
         np.testing.assert_allclose(np.ravel(image["std"]), per_channel.std(axis=0) / 255)
         np.testing.assert_allclose(np.ravel(image["max"]), per_channel.max(axis=0) / 255)
         start += length
-
-
-def test_sampling_rules():
-    # lerobot 0.3.x compute_stats.estimate_num_samples docstring values
-    assert [estimate_num_samples(n) for n in (1, 50, 100, 500, 1000, 2000, 5000, 10000)] == [
-        1,
-        50,
-        100,
-        105,
-        177,
-        299,
-        594,
-        1000,
-    ]
-    idx = sample_indices(1000)
-    assert len(idx) == 177 and idx[0] == 0 and idx[-1] == 999
-    assert np.all(np.diff(idx) > 0)
-    assert auto_downsample_height_width(np.zeros((3, 299, 100))).shape == (3, 299, 100)
-    assert auto_downsample_height_width(np.zeros((3, 480, 640))).shape == (3, 120, 160)
-    assert auto_downsample_height_width(np.zeros((3, 300, 200))).shape == (3, 150, 100)
-
-
-def test_video_stats_use_sampled_frames():
-    # frame t is filled with t (channel 0), 255 - t (channel 1) and 7 (channel 2)
-    length = 256
-    frames = np.zeros((length, 4, 6, 3), dtype=np.uint8)
-    t = np.arange(length, dtype=np.uint8)[:, None, None]
-    frames[..., 0], frames[..., 1], frames[..., 2] = t, 255 - t, 7
-    stats = video_frame_stats(frames)
-    sampled = np.round(np.linspace(0, length - 1, 100)).astype(int)
-    assert stats["count"].tolist() == [100]
-    assert stats["mean"].shape == (3, 1, 1)
-    np.testing.assert_allclose(
-        stats["mean"].ravel(), [sampled.mean() / 255, 1 - sampled.mean() / 255, 7 / 255]
-    )
-    np.testing.assert_allclose(stats["std"].ravel(), [sampled.std() / 255, sampled.std() / 255, 0])
-    np.testing.assert_allclose(stats["min"].ravel(), [0, 0, 7 / 255])
-
-
-def test_numeric_stats_keep_dims_for_scalars():
-    stats = numeric_stats(np.array([1, 2, 3], dtype=np.int64))
-    assert {k: v.tolist() for k, v in stats.items()} == {
-        "min": [1],
-        "max": [3],
-        "mean": [2.0],
-        "std": [pytest.approx(np.sqrt(2 / 3))],
-        "count": [3],
-    }
 
 
 def test_chunks(tmp_path):

@@ -12,13 +12,11 @@ import json
 from fractions import Fraction
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.stats import aggregate_stats
 from robopipe.formats.v21_reader import STATS_FIX, V21Source
 from robopipe.layout import (
     DATA_PATH,
@@ -32,6 +30,7 @@ from robopipe.layout import (
     episodes_path,
     next_chunk_file,
 )
+from robopipe.stats import aggregate_stats, restamped_timestamp_stats
 
 # lerobot 0.6.1 writes one episodes file, and refuses one whose table exceeds this
 # (io_utils.py:190-208, DEFAULT_DATA_FILE_SIZE_IN_MB, not the converter's argument).
@@ -143,8 +142,8 @@ def episode_stats(
 ) -> dict:
     """An output episode's stats: its ``episodes_stats.jsonl`` entry (else ``computed``, by
     the ``compute_missing_stats`` repair), with the ``timestamp`` stats of
-    ``frame_index / fps`` (float32, as the column) when timestamps were restamped, computed as
-    lerobot 0.3's ``compute_episode_stats`` (min/max/mean/std with keepdims, count).
+    ``frame_index / fps`` (:func:`robopipe.stats.restamped_timestamp_stats`) when timestamps
+    were restamped.
 
     Raises:
         DatasetError: the episode has no stats (the message names the repair).
@@ -159,14 +158,7 @@ def episode_stats(
         )
     stats = dict(found)
     if restamp_timestamps and "timestamp" in stats:
-        ts = (np.arange(ep.length) / source.fps).astype(np.float32)
-        stats["timestamp"] = {
-            "min": [float(ts.min())],
-            "max": [float(ts.max())],
-            "mean": [float(ts.mean())],
-            "std": [float(ts.std())],
-            "count": [int(ep.length)],
-        }
+        stats["timestamp"] = restamped_timestamp_stats(ep.length, source.fps)
     return stats
 
 

@@ -2,13 +2,13 @@
 
 :data:`REPAIRS` names and describes them; :mod:`robopipe.conversion.check` names the option
 that fixes a problem, and the shard job applies them to each episode's table
-(:func:`repair_table`) and computes missing stats (:func:`compute_episode_stats`).
+(:func:`repair_table`) and computes missing stats
+(:func:`robopipe.stats.episode_stats_from_files`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -147,64 +147,3 @@ def episode_task_index(episode: Mapping, tasks: list[str]) -> int | None:
     if len(listed) != 1 or listed[0] not in tasks:
         return None
     return tasks.index(listed[0])
-
-
-def compute_episode_stats(
-    table: pa.Table, features: Mapping[str, dict], video_files: Mapping[str, Path]
-) -> dict:
-    """One episode's stats as lerobot 0.3.x ``compute_episode_stats`` writes them to
-    ``episodes_stats.jsonl``: ``{feature: {"min", "max", "mean", "std", "count"}}``, lists.
-
-    Numeric features (every non-string column of ``features`` in ``table``) over the rows;
-    camera features (``video_files``: video key -> the episode's mp4) over
-    :func:`robopipe.formats.v21_writer.sample_indices` frames decoded as RGB, channel-first and
-    downsampled, scaled to [0, 1] (lerobot sampled the frames it encoded; decoded frames
-    differ from them by the codec's loss).
-    """
-    import pyarrow as pa
-
-    from robopipe.formats.v21_writer import (
-        auto_downsample_height_width,
-        channel_stats,
-        numeric_stats,
-        sample_indices,
-        stats_to_json,
-    )
-
-    stats = {}
-    for key, feature in features.items():
-        if key in video_files:
-            stats[key] = channel_stats(
-                np.stack(
-                    [
-                        auto_downsample_height_width(frame.transpose(2, 0, 1))
-                        for frame in _sampled_frames(
-                            video_files[key], table.num_rows, sample_indices
-                        )
-                    ]
-                )
-            )
-        elif key in table.schema.names and feature.get("dtype") not in ("string", "image"):
-            column = table.column(key).combine_chunks()
-            if pa.types.is_nested(column.type):
-                values = _flat(column).to_numpy(zero_copy_only=False).reshape(table.num_rows, -1)
-            else:
-                values = column.to_numpy(zero_copy_only=False)
-            stats[key] = numeric_stats(values)
-    return stats_to_json(stats)
-
-
-def _sampled_frames(path: Path, length: int, sample_indices) -> list[np.ndarray]:
-    import av
-
-    from robopipe.video import MP4
-
-    wanted = set(sample_indices(length).tolist())
-    frames = []
-    with av.open(str(path), format=MP4) as container:
-        stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
-        for position, frame in enumerate(container.decode(stream)):
-            if position in wanted:
-                frames.append(frame.to_ndarray(format="rgb24"))
-    return frames

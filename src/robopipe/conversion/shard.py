@@ -22,14 +22,10 @@ import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.repairs import (
-    compute_episode_stats,
-    episode_task_index,
-    repair_table,
-    repairs_of,
-)
+from robopipe.conversion.repairs import episode_task_index, repair_table, repairs_of
 from robopipe.formats.v21_reader import V21Source
 from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA, SHARD_STATS
+from robopipe.stats import episode_stats_from_files
 
 
 def build_shard(
@@ -65,7 +61,7 @@ def build_shard(
         ]
         if repairs.get("compute_missing_stats"):
             computed = {
-                ep.source_episode_index: compute_episode_stats(
+                ep.source_episode_index: episode_stats_from_files(
                     table,
                     source.info["features"],
                     {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys},

@@ -17,7 +17,9 @@ What is reproduced from lerobot 0.3.x:
   metadata key ``{"info": {"features": {...}}}``.
 - Videos: ``video_utils.encode_video_frames``: PyAV, ``add_stream(vcodec, fps,
   options={"g": "2", "crf": "30"})``, ``pix_fmt`` yuv420p, RGB frames in, encoder flushed.
-- ``episodes_stats.jsonl``: ``compute_stats.compute_episode_stats`` (see :func:`episode_stats`).
+- ``episodes_stats.jsonl``: ``compute_stats.compute_episode_stats`` on the frames given to the
+  encoder and the values before the parquet casts them (see
+  :func:`robopipe.stats.compute_episode_stats`).
 
 A dataset can also be written in parts by several processes: each part's writer starts at a
 given episode and frame index (``first_episode``, ``first_index``), writes only its episodes'
@@ -51,7 +53,8 @@ from robopipe.layout import (
     V21_TASKS_PATH,
     V21_VIDEO_PATH,
 )
-from robopipe.video import scheduling_kept
+from robopipe.remux import scheduling_kept
+from robopipe.stats import compute_episode_stats, sample_frames
 
 log = logging.getLogger(__name__)
 
@@ -78,91 +81,6 @@ VIDEO_PIX_FMT = "yuv420p"
 VIDEO_GOP = 2
 VIDEO_CRF = 30
 LOSSLESS_PIX_FMT = "rgb24"
-
-
-def estimate_num_samples(
-    dataset_len: int,
-    min_num_samples: int = 100,
-    max_num_samples: int = 10_000,
-    power: float = 0.75,
-) -> int:
-    """Number of frames sampled for image stats (lerobot 0.3.x ``compute_stats.py``).
-
-    ``max(min(n, 100), min(int(n ** 0.75), 10_000))``: 100 frames up to ~500, 177 at 1000.
-    """
-    return max(min(min_num_samples, dataset_len), min(int(dataset_len**power), max_num_samples))
-
-
-def sample_indices(data_len: int) -> np.ndarray:
-    """Frame indices sampled for image stats (lerobot 0.3.x ``compute_stats.sample_indices``).
-
-    Returns int64 indices ``round(linspace(0, data_len - 1, estimate_num_samples(data_len)))``.
-    """
-    num_samples = estimate_num_samples(data_len)
-    return np.round(np.linspace(0, data_len - 1, num_samples)).astype(int)
-
-
-def auto_downsample_height_width(
-    img: np.ndarray, target_size: int = 150, max_size_threshold: int = 300
-) -> np.ndarray:
-    """Stride-subsample a channel-first image (lerobot 0.3.x ``compute_stats.py``).
-
-    ``img`` has shape ``(..., H, W)``. Unchanged when ``max(H, W) < max_size_threshold``,
-    otherwise every ``int(max(H, W) / target_size)``-th row and column is kept.
-    """
-    height, width = img.shape[-2:]
-    if max(width, height) < max_size_threshold:
-        return img
-    factor = int(width / target_size) if width > height else int(height / target_size)
-    return img[..., ::factor, ::factor]
-
-
-def _feature_stats(array: np.ndarray, axis, keepdims: bool) -> dict[str, np.ndarray]:
-    # lerobot 0.3.x compute_stats.get_feature_stats
-    return {
-        "min": np.min(array, axis=axis, keepdims=keepdims),
-        "max": np.max(array, axis=axis, keepdims=keepdims),
-        "mean": np.mean(array, axis=axis, keepdims=keepdims),
-        "std": np.std(array, axis=axis, keepdims=keepdims),
-        "count": np.array([len(array)]),
-    }
-
-
-def video_frame_stats(frames: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-channel stats of a camera's episode, as lerobot 0.3.x ``compute_episode_stats``.
-
-    ``frames``: uint8 ``(T, H, W, 3)``, the RGB frames given to the encoder (lerobot computes
-    them from the PNGs it encodes, not from decoded video). ``sample_indices(T)`` frames are
-    taken, made channel-first and contiguous, downsampled by
-    :func:`auto_downsample_height_width`; min/max/mean/std over axes (0, 2, 3) are divided by
-    255. Returns float64 arrays of shape ``(3, 1, 1)`` and ``count`` = ``[number sampled]``.
-    """
-    sampled = frames[sample_indices(len(frames))].transpose(0, 3, 1, 2)
-    return channel_stats(np.ascontiguousarray(auto_downsample_height_width(sampled)))
-
-
-def channel_stats(sampled: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-channel stats of sampled, downsampled uint8 frames ``(N, 3, h, w)`` (the second
-    half of :func:`video_frame_stats`): float64 arrays of shape ``(3, 1, 1)`` scaled by
-    1/255, and ``count`` = ``[N]``."""
-    stats = _feature_stats(sampled, axis=(0, 2, 3), keepdims=True)
-    return {k: v if k == "count" else np.squeeze(v / 255.0, axis=0) for k, v in stats.items()}
-
-
-def numeric_stats(data: np.ndarray) -> dict[str, np.ndarray]:
-    """Stats of a numeric feature over its frames (lerobot 0.3.x ``compute_episode_stats``).
-
-    ``data``: ``(T,)`` or ``(T, N)``. min/max/mean/std over axis 0, with ``keepdims`` for 1-D
-    data so that a scalar feature gives arrays of shape ``(1,)``; ``count`` = ``[T]``. The
-    dtype follows numpy (float32 data gives float32 mean/std, int64 data gives float64).
-    """
-    return _feature_stats(data, axis=0, keepdims=data.ndim == 1)
-
-
-def stats_to_json(stats: Mapping[str, Mapping[str, np.ndarray]]) -> dict:
-    """Stats as ``episodes_stats.jsonl`` holds them: every array a (nested) list."""
-    # lerobot 0.3.x utils.serialize_dict: arrays become (nested) lists of Python numbers.
-    return {key: {k: v.tolist() for k, v in ft.items()} for key, ft in stats.items()}
 
 
 def _hf_feature(ft: Mapping) -> dict:
@@ -305,17 +223,15 @@ class V21Writer:
             if "info" not in self.features[key]:
                 self.features[key]["info"] = probe_video_info(video_file)
 
-        stats = {}
-        for key in self.features:
-            if key in self.video_keys:
-                stats[key] = video_frame_stats(frames[key])
-            else:
-                stats[key] = numeric_stats(values[key])
-        for key, data in defaults.items():
-            stats[key] = numeric_stats(data)
+        # lerobot sampled the frames it encoded for the image stats, not decoded ones
+        episode_data = {
+            key: sample_frames(frames[key]) if key in self.video_keys else values[key]
+            for key in self.features
+        } | defaults
+        stats = compute_episode_stats(episode_data, self.video_keys)
 
         self.episodes.append({"episode_index": ep, "tasks": [task], "length": length})
-        self.episodes_stats.append({"episode_index": ep, "stats": stats_to_json(stats)})
+        self.episodes_stats.append({"episode_index": ep, "stats": stats})
         self.total_frames += length
         return ep
 

@@ -1,0 +1,274 @@
+"""Episode and dataset statistics, computed as lerobot computes them.
+
+One episode (v2.1 ``meta/episodes_stats.jsonl``, v3.0 ``stats/*`` episodes columns): lerobot
+0.3.x ``datasets/compute_stats.py`` (line numbers below are lerobot 0.3.3's).
+:func:`compute_episode_stats` gives, per feature, ``min``, ``max``, ``mean``, ``std``
+(population, ``ddof=0``) and ``count``:
+
+- numeric features over the episode's frames (axis 0), in the dtype numpy gives: float32
+  data gives float32 mean/std, integer data float64;
+- camera features per channel over about 100 sampled frames (:func:`sample_indices`),
+  channel-first, downsampled (:func:`auto_downsample_height_width`), scaled by 1/255: float64
+  arrays of shape ``(3, 1, 1)``, ``count`` the number of sampled frames.
+
+Many episodes (v3.0 ``meta/stats.json``): lerobot 0.6.1 ``datasets/compute_stats.py:582``
+``aggregate_feature_stats`` and ``:622`` ``aggregate_stats`` (:func:`aggregate_stats`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:  # imported where used: only the compute_missing_stats repair reads files
+    import pyarrow as pa
+
+STAT_KEYS = ("min", "max", "mean", "std", "count")
+
+
+# ---------------------------------------------------------------------------- one episode
+def estimate_num_samples(
+    dataset_len: int,
+    min_num_samples: int = 100,
+    max_num_samples: int = 10_000,
+    power: float = 0.75,
+) -> int:
+    """Number of frames sampled for image stats (lerobot 0.3.3 ``compute_stats.py:21``).
+
+    ``max(min(n, 100), min(int(n ** 0.75), 10_000))`` for ``n = dataset_len`` frames: every
+    frame up to 100, then 100 up to ~500, 177 at 1000.
+    """
+    return max(min(min_num_samples, dataset_len), min(int(dataset_len**power), max_num_samples))
+
+
+def sample_indices(data_len: int) -> np.ndarray:
+    """Frame indices sampled for image stats (lerobot 0.3.3 ``compute_stats.py:41``).
+
+    Returns int64 indices ``round(linspace(0, data_len - 1, estimate_num_samples(data_len)))``,
+    shape ``(estimate_num_samples(data_len),)``, strictly increasing.
+    """
+    num_samples = estimate_num_samples(data_len)
+    return np.round(np.linspace(0, data_len - 1, num_samples)).astype(int)
+
+
+def auto_downsample_height_width(
+    img: np.ndarray, target_size: int = 150, max_size_threshold: int = 300
+) -> np.ndarray:
+    """Stride-subsample a channel-first image (lerobot 0.3.3 ``compute_stats.py:46``).
+
+    ``img`` has shape ``(..., H, W)`` (pixels). Returned unchanged when
+    ``max(H, W) < max_size_threshold``, otherwise a view keeping every
+    ``int(max(H, W) / target_size)``-th row and column.
+    """
+    height, width = img.shape[-2:]
+    if max(width, height) < max_size_threshold:
+        return img
+    factor = int(width / target_size) if width > height else int(height / target_size)
+    return img[..., ::factor, ::factor]
+
+
+def _feature_stats(array: np.ndarray, axis, keepdims: bool) -> dict[str, np.ndarray]:
+    # lerobot 0.3.3 compute_stats.py:75 get_feature_stats
+    return {
+        "min": np.min(array, axis=axis, keepdims=keepdims),
+        "max": np.max(array, axis=axis, keepdims=keepdims),
+        "mean": np.mean(array, axis=axis, keepdims=keepdims),
+        "std": np.std(array, axis=axis, keepdims=keepdims),
+        "count": np.array([len(array)]),
+    }
+
+
+def sample_frames(frames: np.ndarray) -> np.ndarray:
+    """A camera's frames as lerobot 0.3.3 ``compute_stats.py:57`` ``sample_images`` gives them
+    to the image stats.
+
+    ``frames``: the episode's uint8 RGB frames ``(T, H, W, 3)``. Returns the ``N =``
+    ``estimate_num_samples(T)`` frames at :func:`sample_indices`, channel-first and downsampled
+    (:func:`auto_downsample_height_width`): a C-contiguous uint8 ``(N, 3, h, w)`` array, the
+    memory layout lerobot's has (it decides the summation order of :func:`image_stats`).
+    """
+    sampled = frames[sample_indices(len(frames))].transpose(0, 3, 1, 2)
+    return np.ascontiguousarray(auto_downsample_height_width(sampled))
+
+
+def image_stats(sampled: np.ndarray) -> dict[str, np.ndarray]:
+    """Per-channel stats of a camera's sampled frames (lerobot 0.3.3 ``compute_stats.py:85``
+    ``compute_episode_stats``, image branch).
+
+    ``sampled``: uint8 ``(N, 3, h, w)``, channel-first and downsampled (:func:`sample_frames`).
+    min/max/mean/std over axes (0, 2, 3), divided by 255: float64 arrays of shape ``(3, 1, 1)``
+    in [0, 1]; ``count`` = ``[N]`` (int64, shape ``(1,)``). The std's last bits depend on
+    ``sampled``'s memory layout (numpy sums in memory order).
+    """
+    stats = _feature_stats(sampled, axis=(0, 2, 3), keepdims=True)
+    return {k: v if k == "count" else np.squeeze(v / 255.0, axis=0) for k, v in stats.items()}
+
+
+def numeric_stats(data: np.ndarray) -> dict[str, np.ndarray]:
+    """Stats of a numeric feature over its frames (lerobot 0.3.3 ``compute_stats.py:85``
+    ``compute_episode_stats``, numeric branch).
+
+    ``data``: ``(T,)`` or ``(T, D)``, in the feature's units. min/max/mean/std over axis 0, with
+    ``keepdims`` for 1-D data so that a scalar feature gives arrays of shape ``(1,)``, else
+    ``(D,)``; ``count`` = ``[T]`` (int64). The dtype follows numpy: min/max keep ``data``'s,
+    float32 data gives float32 mean/std, integer data float64.
+    """
+    return _feature_stats(data, axis=0, keepdims=data.ndim == 1)
+
+
+def _to_lists(stats: Mapping[str, np.ndarray]) -> dict[str, list]:
+    # lerobot 0.3.3 datasets/utils.py:121 serialize_dict: arrays become nested lists
+    return {key: value.tolist() for key, value in stats.items()}
+
+
+def compute_episode_stats(
+    episode_data: Mapping[str, np.ndarray], video_keys: Collection[str]
+) -> dict[str, dict[str, list]]:
+    """One episode's stats as ``episodes_stats.jsonl`` holds them (lerobot 0.3.3
+    ``compute_stats.py:85`` ``compute_episode_stats``, then ``utils.py:121``
+    ``serialize_dict``).
+
+    Args:
+        episode_data: per feature, in the order the stats should have: a camera (a key in
+            ``video_keys``) maps to its sampled frames, uint8 ``(N, 3, h, w)`` (see
+            :func:`sample_frames` and :func:`image_stats`); any other feature to its ``(T,)``
+            or ``(T, D)`` values (see :func:`numeric_stats`).
+        video_keys: the camera features.
+
+    Returns:
+        ``{feature: {"min", "max", "mean", "std", "count"}}``, each a (nested) list of Python
+        numbers: shape ``(3, 1, 1)`` for cameras, ``(D,)`` (``(1,)`` for scalars) otherwise,
+        ``count`` ``[frames]`` (``[sampled frames]`` for cameras).
+    """
+    return {
+        key: _to_lists(image_stats(data) if key in video_keys else numeric_stats(data))
+        for key, data in episode_data.items()
+    }
+
+
+def episode_stats_from_files(
+    table: pa.Table, features: Mapping[str, dict], video_files: Mapping[str, Path]
+) -> dict[str, dict[str, list]]:
+    """One stored v2.1 episode's stats, as :func:`compute_episode_stats` gives them (the
+    ``compute_missing_stats`` repair).
+
+    Args:
+        table: the episode's rows (``T`` of them) as the shard job holds them.
+        features: ``info.json``'s features; stats follow their order.
+        video_files: camera key -> the episode's mp4.
+
+    Numeric features are every non-string, non-image feature that has a column in ``table``
+    (vectors as ``(T, D)``, the column's dtype); cameras are the frames at
+    ``sample_indices(T)`` decoded as RGB (:func:`_decoded_samples`). lerobot sampled the frames
+    it encoded, so decoded frames differ from them by the codec's loss; an mp4 shorter than
+    ``T`` frames gives fewer samples.
+    """
+    import pyarrow as pa
+
+    episode_data = {}
+    for key, feature in features.items():
+        if key in video_files:
+            episode_data[key] = _decoded_samples(video_files[key], table.num_rows)
+        elif key in table.schema.names and feature.get("dtype") not in ("string", "image"):
+            column = table.column(key).combine_chunks()
+            if pa.types.is_nested(column.type):
+                flat = column.flatten().to_numpy(zero_copy_only=False)
+                episode_data[key] = flat.reshape(table.num_rows, -1)
+            else:
+                episode_data[key] = column.to_numpy(zero_copy_only=False)
+    return compute_episode_stats(episode_data, video_files)
+
+
+def _decoded_samples(path: Path, length: int) -> np.ndarray:
+    """The frames at ``sample_indices(length)`` of the mp4's first video stream, decoded as
+    RGB, channel-first and downsampled: uint8 ``(N, 3, h, w)``.
+
+    Unlike :func:`sample_frames`' array, this one is a stack of per-frame views, so its
+    memory holds each pixel's 3 channels together (``(N, h, w, 3)`` order); the std sums run
+    in that order, as they always have for this repair (last-bit differences from lerobot's).
+    """
+    import av
+
+    from robopipe.remux import MP4
+
+    wanted = set(sample_indices(length).tolist())
+    frames = []
+    with av.open(str(path), format=MP4) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for position, frame in enumerate(container.decode(stream)):
+            if position in wanted:
+                frames.append(frame.to_ndarray(format="rgb24"))
+    return np.stack([auto_downsample_height_width(frame.transpose(2, 0, 1)) for frame in frames])
+
+
+def restamped_timestamp_stats(length: int, fps: float) -> dict[str, list]:
+    """``timestamp`` stats of an episode of ``length`` frames whose timestamps were rewritten
+    as ``frame_index / fps`` seconds (``restamp_timestamps``): :func:`numeric_stats` of those
+    values cast to float32, as the column holds them. Lists of shape ``(1,)``; ``count`` is
+    ``[length]``.
+    """
+    return _to_lists(numeric_stats((np.arange(length) / fps).astype(np.float32)))
+
+
+# ---------------------------------------------------------------------------- many episodes
+def aggregate_feature_stats(stats: list[dict]) -> dict[str, np.ndarray]:
+    """Aggregate one feature's stats over episodes (lerobot 0.6.1 ``compute_stats.py:582``).
+
+    Elementwise min and max; ``count = Σ count``; ``mean = Σ mean_i·count_i / Σ count``;
+    population std by parallel variance,
+    ``std = sqrt(Σ (std_i² + (mean_i − mean)²)·count_i / Σ count)``; quantiles ``qNN`` are
+    count-weighted means, kept only when every episode has them. Sums run over episodes in
+    the given order, in float64.
+
+    Args:
+        stats: per episode ``{"min","max","mean","std","count"[, "qNN"...]}`` of array-likes;
+            vectors have shape ``(D,)``, images ``(3, 1, 1)``, ``count`` shape ``(1,)``.
+
+    Returns:
+        The same keys as numpy arrays of the same shapes (float64 for mean/std/quantiles;
+        min/max in numpy's dtype of the inputs; ``count`` integer).
+    """
+    means = np.stack([np.asarray(s["mean"], dtype=np.float64) for s in stats])
+    variances = np.stack([np.asarray(s["std"], dtype=np.float64) ** 2 for s in stats])
+    counts = np.stack([np.asarray(s["count"]) for s in stats])
+    total_count = counts.sum(axis=0)
+    weights = counts.astype(np.float64)
+    while weights.ndim < means.ndim:
+        weights = np.expand_dims(weights, axis=-1)
+    mean = (means * weights).sum(axis=0) / total_count
+    variance = ((variances + (means - mean) ** 2) * weights).sum(axis=0) / total_count
+    result = {
+        "min": np.min(np.stack([np.asarray(s["min"]) for s in stats]), axis=0),
+        "max": np.max(np.stack([np.asarray(s["max"]) for s in stats]), axis=0),
+        "mean": mean,
+        "std": np.sqrt(variance),
+        "count": total_count,
+    }
+    quantiles = [k for k in stats[0] if k.startswith("q") and all(k in s for s in stats)]
+    for key in quantiles:
+        values = np.stack([np.asarray(s[key], dtype=np.float64) for s in stats])
+        result[key] = (values * weights).sum(axis=0) / total_count
+    return result
+
+
+def aggregate_stats(episodes_stats: list[dict[str, dict]]) -> dict[str, dict[str, list]]:
+    """Dataset stats from per-episode stats (lerobot 0.6.1 ``compute_stats.py:622``).
+
+    ``episodes_stats``: per episode ``{feature: {stat: array-like}}`` (see
+    :func:`aggregate_feature_stats`). Returns ``{feature: {stat: nested list}}``, JSON-ready;
+    features appear in the order of their first appearance, each aggregated over the
+    episodes that have it.
+    """
+    features: dict[str, None] = {}
+    for ep in episodes_stats:
+        features.update(dict.fromkeys(ep))
+    return {
+        feature: _to_lists(
+            aggregate_feature_stats([ep[feature] for ep in episodes_stats if feature in ep])
+        )
+        for feature in features
+    }
