@@ -187,18 +187,78 @@ def read_meta(
             f"codebase_version {meta.info.get('codebase_version')!r}, expected 'v3.0'",
             file=meta.path(INFO_PATH),
         )
-    meta.tasks = _read_tasks(meta)
+    meta.tasks = read_tasks(meta)
     meta.episodes = _read_episodes(meta)
     return meta
 
 
-def _read_tasks(meta: DatasetMeta) -> list[str]:
+def read_tasks(meta: DatasetMeta) -> list[str]:
+    """Task strings by ``task_index`` from ``meta/tasks.parquet``: the one reader of that file.
+
+    Accepts what lerobot 0.6.1's ``load_tasks`` (``pd.read_parquet``) accepts: the task
+    strings as the pandas index, named ``task`` (lerobot's own writer) or unnamed
+    (``__index_level_0__``, or whatever column the pandas metadata names as the index), or a
+    plain ``task`` column; ``task_index`` is a column. See ``tasks_from_table``.
+
+    Raises:
+        DatasetError: missing or unreadable file, no task strings, no ``task_index`` column,
+            or task indices not 0..n-1.
+    """
     table = _read_parquet(meta, TASKS_PATH, columns=None)
-    order = np.argsort(table.column("task_index").to_numpy())
-    tasks = [table.column("task")[int(i)].as_py() for i in order]
-    if not np.array_equal(np.sort(table.column("task_index").to_numpy()), np.arange(len(tasks))):
-        raise DatasetError(meta.name, "task_index is not 0..n-1", file=meta.path(TASKS_PATH))
-    return tasks
+    return tasks_from_table(table, name=meta.name, file=meta.path(TASKS_PATH))
+
+
+def tasks_from_table(table: pa.Table, *, name: str, file: str) -> list[str]:
+    """Task strings ordered by ``task_index`` from a ``meta/tasks.parquet`` table.
+
+    The task strings are the ``task`` column if there is one, else the single pandas index
+    column named in the schema's pandas metadata, else ``__index_level_0__``.
+
+    Raises:
+        DatasetError: (naming ``name`` and ``file``) no task strings, no ``task_index``
+            column, null or non-string tasks, or task indices not 0..n-1.
+    """
+    names = table.column_names
+    if "task_index" not in names:
+        raise DatasetError(name, "no 'task_index' column", file=file)
+    task_column = _task_strings_column(table)
+    if task_column is None:
+        raise DatasetError(
+            name,
+            f"no task strings (no 'task' column and no pandas index column; columns: {names})",
+            file=file,
+        )
+    strings = table.column(task_column)
+    if not (pa.types.is_string(strings.type) or pa.types.is_large_string(strings.type)):
+        raise DatasetError(
+            name, f"task strings column {task_column!r} has type {strings.type}", file=file
+        )
+    if strings.null_count:
+        raise DatasetError(name, f"{strings.null_count} null task string(s)", file=file)
+    index = table.column("task_index").to_numpy(zero_copy_only=False)
+    if not np.array_equal(np.sort(index), np.arange(len(index))):
+        raise DatasetError(name, "task_index is not 0..n-1", file=file)
+    tasks = strings.to_pylist()
+    return [tasks[int(i)] for i in np.argsort(index)]
+
+
+def _task_strings_column(table: pa.Table) -> str | None:
+    """Name of the column holding the task strings, or None."""
+    names = table.column_names
+    if "task" in names:
+        return "task"
+    pandas_meta = table.schema.pandas_metadata or {}
+    # RangeIndex entries are dicts (no stored column); stored index columns are names.
+    index_columns = [
+        c
+        for c in pandas_meta.get("index_columns", [])
+        if isinstance(c, str) and c in names and c != "task_index"
+    ]
+    if len(index_columns) == 1:
+        return index_columns[0]
+    if "__index_level_0__" in names:
+        return "__index_level_0__"
+    return None
 
 
 def _read_episodes(meta: DatasetMeta) -> dict[str, np.ndarray]:
