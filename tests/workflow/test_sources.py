@@ -93,3 +93,38 @@ def test_unplannable_source_names_every_problem(make_v21, tmp_path):
 def test_digest_is_order_independent():
     assert digest({"a": 1, "b": [2]}) == digest({"b": [2], "a": 1})
     assert digest({"a": 1}) != digest({"a": 2})
+
+
+def test_a_v30_folder_is_read_where_it_is(tmp_path):
+    root = tmp_path / "v30"
+    (root / "meta").mkdir(parents=True)
+    (root / "meta" / "info.json").write_text('{"codebase_version": "v3.0", "total_episodes": 7}')
+    for rel in ("data/chunk-000/file-001.parquet", "data/chunk-000/file-000.parquet",
+                "videos/cam/chunk-000/file-000.mp4", "videos/cam/chunk-000/notes.txt"):  # fmt: skip
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"x")
+    v21 = tmp_path / "v21"
+    (v21 / "meta").mkdir(parents=True)
+    (v21 / "meta" / "info.json").write_text('{"codebase_version": "v2.1"}')
+    datasets = Datasets(
+        config_of(new={"path": str(root)}, old={"path": str(v21)}, demo={"demo": {}})
+    )
+    assert datasets.is_v30("new")
+    assert not datasets.is_v30("old") and not datasets.is_v30("demo")
+    assert datasets.dataset_info("new") == f"{root}/meta/info.json"
+    assert datasets.dataset_info("old") == "results/old/v3.0/meta/info.json"
+    assert datasets.ready("new") == ["results/new/check.json"]
+    assert datasets.ready("old") == ["results/old/v3.0/meta/info.json"]
+    assert datasets.validation("new") == "results/new/check.json"
+    assert datasets.validation("old") == "results/old/validation.json"
+    assert datasets.configured_episodes("new") == 7
+    assert datasets.v30_files("new") == (
+        ["data/chunk-000/file-000.parquet", "data/chunk-000/file-001.parquet"],
+        ["videos/cam/chunk-000/file-000.mp4"],
+    )
+
+
+def test_a_folder_without_info_is_not_v30(tmp_path):
+    datasets = Datasets(config_of(empty={"path": str(tmp_path)}))
+    assert not datasets.is_v30("empty")
+    assert datasets.local_info("empty") == {}

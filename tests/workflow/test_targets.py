@@ -42,8 +42,11 @@ def test_shards_of_a_data_file(plan):
 
 def test_copy_parts_follow_the_encoding(plan):
     key = plan.video_keys[0]
-    assert f"videos/{key}/chunk-000/file-000.mp4" in targets.copy_part_names(plan, "h264g2")
-    assert targets.copy_part_names(plan, "jpeg90") == ["data/chunk-000/file-000.parquet"]
+    data, videos = targets.plan_files(plan)
+    assert f"videos/{key}/chunk-000/file-000.mp4" in targets.copy_part_names(data, videos, "h264g2")
+    assert targets.copy_part_names(data, videos, "jpeg90") == ["data/chunk-000/file-000.parquet"]
+    with pytest.raises(ValueError):
+        targets.copy_part_names(data, videos, "nonsense")
 
 
 def test_conversion_benchmarks(plan):
@@ -87,9 +90,12 @@ def test_copies_and_ceilings_a_scenario_reads():
         "results/bench/d/ceiling_eh264g2.json",
         "results/bench/d/ceiling_ejpeg90.json",
     ]
-    assert bench.scenario_dataset("d", names[1]) == "results/d/copies/jpeg90/v3.0/meta/info.json"
-    assert bench.ceiling_dataset("d", "") == "results/d/v3.0/meta/info.json"
-    assert bench.ceiling_dataset("d", "_ejpeg90") == bench.scenario_dataset("d", names[1])
+    info = "results/d/v3.0/meta/info.json"
+    copy = "results/d/copies/jpeg90/v3.0/meta/info.json"
+    assert bench.scenario_dataset("d", names[1], info) == copy
+    assert bench.scenario_dataset("d", "robopipe_map_local_single_cpu_w2_n1", info) == info
+    assert bench.ceiling_dataset("d", "", info) == info
+    assert bench.ceiling_dataset("d", "_ejpeg90", info) == copy
     assert bench.results("d", names[:1])[0] == f"results/bench/d/{names[0]}.json"
 
 

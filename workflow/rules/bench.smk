@@ -51,7 +51,10 @@ def bench_robo_input(wildcards):
 
 rule bench_scenario:
     input:
-        dataset=lambda w: bench_jobs.scenario_dataset(w.dataset, w.scenario),
+        dataset=lambda w: bench_jobs.scenario_dataset(
+            w.dataset, w.scenario, DATASETS.dataset_info(w.dataset)
+        ),
+        ready=ready_input,
         pushed=bench_pushed_input,
         robo=bench_robo_input,
     output:
@@ -84,7 +87,10 @@ rule bench_scenario:
 
 rule bench_ceiling:
     input:
-        dataset=lambda w: bench_jobs.ceiling_dataset(w.dataset, w.suffix),
+        dataset=lambda w: bench_jobs.ceiling_dataset(
+            w.dataset, w.suffix, DATASETS.dataset_info(w.dataset)
+        ),
+        ready=ready_input,
     output:
         json=CEILING_FILE,
     log:

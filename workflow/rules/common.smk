@@ -110,7 +110,7 @@ def slurm_group(rule_name):
 
     def group(wildcards):
         name = wildcards.dataset
-        if DATASETS.is_local(name):
+        if DATASETS.is_local(name) and not DATASETS.is_v30(name):
             episodes = len(local_plan(name).episodes)
         else:
             episodes = DATASETS.configured_episodes(name)
@@ -131,8 +131,19 @@ def source_of(wildcards):
 
 
 def converted_datasets():
-    """The published v3.0 datasets of every configured dataset (their info.json)."""
-    return expand(PUBLISHED_INFO, dataset=dataset_names())
+    """Every configured dataset as a loader may read it: published (a v2.1 source), or
+    checked (a v3.0 source)."""
+    return [path for name in dataset_names() for path in DATASETS.ready(name)]
+
+
+def dataset_input(wildcards):
+    """input: the dataset's v3.0 info.json (Datasets.dataset_info)."""
+    return DATASETS.dataset_info(wildcards.dataset)
+
+
+def ready_input(wildcards):
+    """input: what must exist before the dataset is read (Datasets.ready)."""
+    return DATASETS.ready(wildcards.dataset)
 
 
 def report_inputs(wildcards):
@@ -148,9 +159,13 @@ def report_inputs(wildcards):
             COPY_FILE.format(dataset=name, encoding=e)
             for e in bench_jobs.encodings(scenarios)
         ],
-        "converted": PUBLISHED_INFO.format(dataset=name),
-        "conversion": targets.conversion_benchmarks(
-            plan_of(name), name, fetched=DATASETS.kind(name) == "repo_id"
+        "converted": DATASETS.dataset_info(name),
+        "conversion": (
+            []
+            if DATASETS.is_v30(name)
+            else targets.conversion_benchmarks(
+                plan_of(name), name, fetched=DATASETS.kind(name) == "repo_id"
+            )
         ),
         "lerobot": [lerobot] if os.path.exists(lerobot) else [],
     }

@@ -146,6 +146,7 @@ rule source_check:
         source=source_of,
         options=conversion_of,
         files=all_source_signatures,
+        v30=lambda w: DATASETS.is_v30(w.dataset),
     script:
         "../../scripts/check.py"
 

@@ -16,7 +16,7 @@ from robopipe.layout import (
     PUBLISHED_INFO,
 )
 from robopipe.copies.encodings import ENCODING_PATTERN
-from robopipe.workflow.targets import COPY_PART_PATTERN, copy_part_names
+from robopipe.workflow.targets import COPY_PART_PATTERN, copy_part_names, plan_files
 
 
 def copy_files(template):
@@ -24,7 +24,12 @@ def copy_files(template):
     copy_file jobs of this copy write."""
 
     def files(wildcards):
-        names = copy_part_names(plan_of(wildcards.dataset), wildcards.encoding)
+        name = wildcards.dataset
+        if DATASETS.is_v30(name):
+            data, videos = DATASETS.v30_files(name)
+        else:
+            data, videos = plan_files(plan_of(name))
+        names = copy_part_names(data, videos, wildcards.encoding)
         return [
             template.format(
                 dataset=wildcards.dataset, encoding=wildcards.encoding, part=p
@@ -37,7 +42,8 @@ def copy_files(template):
 
 rule copy_file:
     input:
-        dataset=PUBLISHED_INFO,
+        dataset=dataset_input,
+        ready=ready_input,
     output:
         part=COPY_PART,
         json=COPY_PART_RESULT,
@@ -60,7 +66,8 @@ rule copy_file:
 
 rule copy_finish:
     input:
-        dataset=PUBLISHED_INFO,
+        dataset=dataset_input,
+        ready=ready_input,
         parts=copy_files(COPY_PART),
         results=copy_files(COPY_PART_RESULT),
     output:

@@ -12,8 +12,9 @@ from robopipe.layout import (
 
 rule push_dataset:
     input:
-        dataset=PUBLISHED_INFO,
-        validation=VALIDATION_FILE,
+        dataset=dataset_input,
+        ready=ready_input,
+        validation=lambda w: DATASETS.validation(w.dataset),
     output:
         PUSH_FILE,
     log:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from robopipe.bench.registry import get_loader
 from robopipe.bench.scenarios import expand_matrix, parse_scenario
-from robopipe.layout import BENCH_RESULT, CEILING_FILE, COPY_INFO, PUBLISHED_INFO
+from robopipe.layout import BENCH_RESULT, CEILING_FILE, COPY_INFO
 
 # NVDEC cannot decode AV1: a cuda scenario without an encoding reads this copy
 CUDA_ENCODING = "h264g2"
@@ -45,12 +45,13 @@ def encodings(names: list[str]) -> list[str]:
     return sorted({e for e in map(scenario_encoding, names) if e})
 
 
-def scenario_dataset(dataset: str, name: str) -> str:
-    """The info.json of what scenario ``name`` reads: its copy, else the converted dataset."""
+def scenario_dataset(dataset: str, name: str, info: str) -> str:
+    """The info.json of what scenario ``name`` reads: its copy, else the dataset itself
+    (``info``: the dataset's own info.json, robopipe.workflow.sources.Datasets.dataset_info)."""
     encoding = scenario_encoding(name)
     if encoding:
         return COPY_INFO.format(dataset=dataset, encoding=encoding)
-    return PUBLISHED_INFO.format(dataset=dataset)
+    return info
 
 
 def ceiling_suffix(encoding: str | None) -> str:
@@ -58,12 +59,12 @@ def ceiling_suffix(encoding: str | None) -> str:
     return f"_e{encoding}" if encoding else ""
 
 
-def ceiling_dataset(dataset: str, suffix: str) -> str:
+def ceiling_dataset(dataset: str, suffix: str, info: str) -> str:
     """The info.json of what a ceiling job decodes: the copy its ``suffix`` names, else the
-    converted dataset."""
+    dataset itself (``info``, as for :func:`scenario_dataset`)."""
     if suffix:
         return COPY_INFO.format(dataset=dataset, encoding=suffix.removeprefix("_e"))
-    return PUBLISHED_INFO.format(dataset=dataset)
+    return info
 
 
 def ceilings(dataset: str, names: list[str]) -> list[str]:

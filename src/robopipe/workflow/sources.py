@@ -22,14 +22,18 @@ from robopipe.demo import demo_cameras
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import V21Source, load_source
 from robopipe.layout import (
+    CHECK_FILE,
     DEMO_DIR,
     HUB_DIR,
+    INFO_PATH,
+    PUBLISHED_INFO,
     ROBOMIMIC_GENERATED,
     ROBOMIMIC_V21_DIR,
     V21_EPISODES_PATH,
     V21_EPISODES_STATS_PATH,
     V21_INFO_PATH,
     V21_TASKS_PATH,
+    VALIDATION_FILE,
 )
 
 SOURCE_KINDS = ("path", "repo_id", "demo", "robomimic")
@@ -75,6 +79,8 @@ class Datasets:
         self.local_plan = functools.cache(self._local_plan)
         self.signatures = functools.cache(self._signatures)
         self.source_videos_by_file = functools.cache(self._source_videos_by_file)
+        self.local_info = functools.cache(self._local_info)
+        self.v30_files = functools.cache(self._v30_files)
 
     def names(self) -> list[str]:
         """Every configured dataset, in config order."""
@@ -95,6 +101,56 @@ class Datasets:
         if kind == "path":
             return self.entries[name]["path"]
         return MADE_SOURCE_DIRS[kind].format(dataset=name)
+
+    def _local_info(self, name: str) -> dict:
+        """A local source's ``meta/info.json``, or ``{}`` where it is missing or unreadable
+        (the check names that problem)."""
+        try:
+            with open(os.path.join(self.source_dir(name), INFO_PATH), encoding="utf-8") as f:
+                info = json.load(f)
+        except (OSError, ValueError):
+            return {}
+        return info if isinstance(info, dict) else {}
+
+    def is_v30(self, name: str) -> bool:
+        """Whether the dataset is already LeRobot v3.0 (a local folder whose info.json says
+        ``codebase_version: v3.0``): it is checked, then read where it is, never converted."""
+        return self.is_local(name) and self.local_info(name).get("codebase_version") == "v3.0"
+
+    def dataset_info(self, name: str) -> str:
+        """The ``meta/info.json`` of the v3.0 dataset that the benchmark, copy, push and report
+        rules read: a v3.0 source itself, else the published conversion."""
+        if self.is_v30(name):
+            return os.path.join(self.source_dir(name), INFO_PATH)
+        return PUBLISHED_INFO.format(dataset=name)
+
+    def ready(self, name: str) -> list[str]:
+        """What must exist before the dataset is read: a v3.0 source's check report (no
+        loader runs on a dataset that fails the check), else the published conversion (which
+        needs the check and the validation)."""
+        if self.is_v30(name):
+            return [CHECK_FILE.format(dataset=name)]
+        return [PUBLISHED_INFO.format(dataset=name)]
+
+    def validation(self, name: str) -> str:
+        """The report that vouches for the dataset's files (push compares with it): a v3.0
+        source's check, else the conversion's validation."""
+        template = CHECK_FILE if self.is_v30(name) else VALIDATION_FILE
+        return template.format(dataset=name)
+
+    def _v30_files(self, name: str) -> tuple[list[str], list[str]]:
+        """A v3.0 source's data and video files, relative to its root, sorted."""
+        root = self.source_dir(name)
+        found: tuple[list[str], list[str]] = ([], [])
+        for kind, suffix, files in (("data", ".parquet", found[0]), ("videos", ".mp4", found[1])):
+            for folder, _dirs, file_names in os.walk(os.path.join(root, kind)):
+                files += [
+                    os.path.relpath(os.path.join(folder, f), root)
+                    for f in file_names
+                    if f.endswith(suffix)
+                ]
+            files.sort()
+        return found
 
     def options(self, name: str) -> ConversionOptions:
         """The dataset's ConversionOptions: defaults < config ``conversion`` < its own.
@@ -176,11 +232,13 @@ class Datasets:
         return [f"{root}/{rel}" for rel in V21_META_FILES if rel in signatures]
 
     def configured_episodes(self, name: str) -> int | None:
-        """The episode count the config tells for a demo or generated robomimic source, else
-        None (a local source's count is in its plan; a Hub source's is unknown before it is
+        """The episode count the config or a v3.0 source's info.json tells, else None (a
+        local v2.1 source's count is in its plan; a Hub source's is unknown before it is
         fetched)."""
         entry = self.entries[name]
         kind = self.kind(name)
+        if self.is_v30(name):
+            return self.local_info(name).get("total_episodes")
         if kind == "demo":
             return entry["demo"].get("episodes")
         if kind == "robomimic":

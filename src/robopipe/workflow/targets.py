@@ -85,20 +85,24 @@ def data_file_shards(plan: Plan, dataset: str, chunk: int, file: int) -> list[st
     return shard_dirs(plan, dataset, plan.data_file(chunk, file).shards)
 
 
-def copy_part_names(plan: Plan, encoding: str) -> list[str]:
+def plan_files(plan: Plan) -> tuple[list[str], list[str]]:
+    """The planned data files and video files (every camera's), relative to the dataset root."""
+    data = [data_path(f.chunk, f.file) for f in plan.data_files]
+    videos = [
+        video_path(key, f.chunk, f.file) for key, files in plan.video_files.items() for f in files
+    ]
+    return data, videos
+
+
+def copy_part_names(data_files: list[str], video_files: list[str], encoding: str) -> list[str]:
     """The files of a copy that one copy_file job each writes, relative to the dataset root:
-    each planned mp4, or each data parquet when the encoding moves frames into the data files.
+    each mp4 of ``video_files``, or each parquet of ``data_files`` when the encoding moves
+    frames into the data files.
 
     Raises:
         ValueError: ``encoding`` is not a valid encoding name (parse_encoding).
     """
-    if parse_encoding(encoding).in_video_files:
-        return [
-            video_path(key, f.chunk, f.file)
-            for key, files in plan.video_files.items()
-            for f in files
-        ]
-    return [data_path(f.chunk, f.file) for f in plan.data_files]
+    return list(video_files if parse_encoding(encoding).in_video_files else data_files)
 
 
 def conversion_benchmarks(plan: Plan, dataset: str, fetched: bool) -> list[str]:
