@@ -34,3 +34,36 @@ def test_job_peak_rss_matches_usr_bin_time(tmp_path):
     assert record["rule"] == "demo_rule"
     assert 200 < record["own_mb"] < 400 < record["children_mb"] == record["peak_mb"]
     assert abs(record["peak_mb"] - time_mb) <= 0.1 * time_mb
+
+
+FAILING_JOB = """
+import sys
+from types import SimpleNamespace
+from robopipe.errors import DatasetError
+from robopipe.jobs import logged
+job = SimpleNamespace(log=[sys.argv[1]], rule="validate", wildcards=SimpleNamespace(dataset="ds"))
+with logged(job):
+    if sys.argv[2] == "bad input":
+        raise DatasetError("ds", "timestamps are off", episode=3, file="data/x.parquet")
+    {}["timestamp"]
+"""
+
+
+@pytest.mark.parametrize("failure", ["bad input", "bug"])
+def test_a_failing_job_says_one_line_and_no_traceback(tmp_path, failure):
+    log = tmp_path / "job.log"
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_JOB, str(log), failure], capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    if failure == "bad input":
+        assert lines[0].endswith(
+            "robopipe: dataset 'ds': episode 3: file data/x.parquet: timestamps are off"
+        )
+    else:
+        assert "robopipe: dataset 'ds': job validate failed: KeyError: 'timestamp'" in lines[0]
+        assert str(log) in lines[0]
+        assert "Traceback" in log.read_text()  # for whoever fixes it

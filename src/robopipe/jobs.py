@@ -19,15 +19,20 @@ def logged(snakemake) -> Iterator[logging.Logger]:
 
     On bad input the job prints ``robopipe: <message>`` to stderr and its log and exits
     with status 1, so Snakemake reports the dataset, episode and file instead of a traceback.
+    Any other exception (a robopipe bug, or bad input no check foresaw) is one line too,
+    ``robopipe: dataset '<name>': job <rule> failed: <type>: <message>; ...``, naming the
+    log file, which alone gets the traceback; the job exits with status 1.
     When the job ends, its peak RSS as it measures it itself goes to ``<log>.rss.json``
     (``peak_rss``), which the report reads: Snakemake's ``benchmark:`` sampler misses the
     peak of short jobs.
     """
     log_path = Path(snakemake.log[0]) if snakemake.log else None
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    file_handler = None
     if log_path is not None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_path, mode="w"))
+        file_handler = logging.FileHandler(log_path, mode="w")
+        handlers.append(file_handler)
     logging.basicConfig(
         level=logging.INFO,
         format="%(asctime)s %(levelname)s %(message)s",
@@ -39,6 +44,24 @@ def logged(snakemake) -> Iterator[logging.Logger]:
         yield logger
     except DatasetError as exc:
         logger.error("robopipe: %s", exc)
+        sys.exit(1)
+    except Exception as exc:
+        dataset = getattr(getattr(snakemake, "wildcards", None), "dataset", None)
+        where = f"dataset {dataset!r}: " if dataset else ""
+        what = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
+        logger.error(
+            "robopipe: %sjob %s failed: %s; this is a robopipe bug or input no check "
+            "foresaw: please report it with the traceback in %s",
+            where,
+            snakemake.rule,
+            what,
+            log_path or "(no log file)",
+        )
+        if file_handler is not None:
+            record = logger.makeRecord(
+                logger.name, logging.ERROR, __file__, 0, "traceback:", (), sys.exc_info()
+            )
+            file_handler.handle(record)
         sys.exit(1)
     finally:
         if log_path is not None:

@@ -205,13 +205,13 @@ def _decoded_samples(path: Path, length: int) -> np.ndarray:
     return np.stack([auto_downsample_height_width(frame.transpose(2, 0, 1)) for frame in frames])
 
 
-def restamped_timestamp_stats(length: int, fps: float) -> dict[str, list]:
+def restamped_timestamp_stats(length: int, fps: float, dtype: str = "float32") -> dict[str, list]:
     """``timestamp`` stats of an episode of ``length`` frames whose timestamps were rewritten
     as ``frame_index / fps`` seconds (``restamp_timestamps``): :func:`numeric_stats` of those
-    values cast to float32, as the column holds them. Lists of shape ``(1,)``; ``count`` is
-    ``[length]``.
+    values cast to ``dtype`` (the column's: lerobot's float32, or an export's float64), as
+    the column holds them. Lists of shape ``(1,)``; ``count`` is ``[length]``.
     """
-    return _to_lists(numeric_stats((np.arange(length) / fps).astype(np.float32)))
+    return _to_lists(numeric_stats((np.arange(length) / fps).astype(dtype)))
 
 
 # ---------------------------------------------------------------------------- many episodes

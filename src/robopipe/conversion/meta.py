@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
+from robopipe.conversion.repairs import with_default_features
 from robopipe.formats.v21_reader import STATS_FIX, V21Source
 from robopipe.layout import (
     DATA_PATH,
@@ -76,10 +77,17 @@ def write_meta(
         shard_dirs: the shard jobs' folders, read for the stats they computed with the
             ``compute_missing_stats`` repair (``stats.json``, where present).
 
+    ``info.json`` declares lerobot's default features (``timestamp``, ``frame_index``,
+    ``episode_index``, ``index``, ``task_index``) even where the source's does not
+    (:func:`robopipe.conversion.repairs.with_default_features`, dtypes from the first
+    episode's parquet): lerobot's loader reads only declared columns.
+
     Raises:
-        DatasetError: an episode has stats neither in the source nor in a shard.
+        DatasetError: an episode has stats neither in the source nor in a shard; the first
+            episode's parquet is unreadable.
     """
     meta_dir = Path(meta_dir)
+    features = with_default_features(source.info["features"], _source_schema(source, plan))
     durations, time_bases = _video_durations(plan, video_episodes)
     computed = {}
     for shard_dir in shard_dirs:
@@ -92,6 +100,7 @@ def write_meta(
             ep,
             restamp_timestamps=restamp_timestamps,
             computed=computed.get(str(ep.source_episode_index)),
+            timestamp_dtype=features["timestamp"]["dtype"],
         )
         for ep in plan.episodes
     ]
@@ -99,7 +108,18 @@ def write_meta(
     write_episodes(rows, meta_dir, plan.options.chunks_size)
     write_tasks(source.tasks, meta_dir / _in_meta(TASKS_PATH))
     write_json(meta_dir / _in_meta(STATS_PATH), aggregate_stats(stats))
-    write_json(meta_dir / _in_meta(INFO_PATH), convert_info(source.info, plan))
+    info = {**source.info, "features": features}
+    write_json(meta_dir / _in_meta(INFO_PATH), convert_info(info, plan))
+
+
+def _source_schema(source: V21Source, plan: Plan) -> pa.Schema:
+    """The parquet schema of the first planned episode (its footer only)."""
+    episode = plan.episodes[0].source_episode_index
+    path = source.data_file(episode)
+    try:
+        return pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise source.error(f"unreadable parquet: {exc}", episode=episode, file=path) from None
 
 
 def _in_meta(path: str) -> Path:
@@ -112,12 +132,15 @@ def convert_info(info: dict, plan: Plan) -> dict:
     ``codebase_version`` becomes ``v3.0``; ``total_chunks``/``total_videos`` go; the size
     thresholds are added; the path templates become v3.0's; ``fps`` becomes an int; every
     non-video feature gets ``"fps"``. ``chunks_size`` is copied unchanged, as lerobot does.
+    Lerobot's default features are declared where ``info`` lacks them
+    (:func:`robopipe.conversion.repairs.with_default_features`, lerobot's dtypes; pass
+    features completed from the data's schema to declare the columns' own).
     With skipped episodes, ``total_episodes``, ``total_frames`` and ``splits`` describe the
     output.
     """
     fps = int(info["fps"])
     features = {}
-    for name, feature in info["features"].items():
+    for name, feature in with_default_features(info["features"]).items():
         features[name] = dict(feature) if feature["dtype"] == "video" else {**feature, "fps": fps}
     converted = {
         **info,
@@ -138,12 +161,19 @@ def convert_info(info: dict, plan: Plan) -> dict:
 
 
 def episode_stats(
-    source: V21Source, ep: PlannedEpisode, *, restamp_timestamps: bool, computed: dict | None = None
+    source: V21Source,
+    ep: PlannedEpisode,
+    *,
+    restamp_timestamps: bool,
+    computed: dict | None = None,
+    timestamp_dtype: str = "float32",
 ) -> dict:
     """An output episode's stats: its ``episodes_stats.jsonl`` entry (else ``computed``, by
     the ``compute_missing_stats`` repair), with the ``timestamp`` stats of
-    ``frame_index / fps`` (:func:`robopipe.stats.restamped_timestamp_stats`) when timestamps
-    were restamped.
+    ``frame_index / fps`` in ``timestamp_dtype``, the column's
+    (:func:`robopipe.stats.restamped_timestamp_stats`) when timestamps were restamped, also
+    where the source's stats have no ``timestamp`` (an export whose info.json did not
+    declare it).
 
     Raises:
         DatasetError: the episode has no stats (the message names the repair).
@@ -157,8 +187,8 @@ def episode_stats(
             file=V21_EPISODES_STATS_PATH,
         )
     stats = dict(found)
-    if restamp_timestamps and "timestamp" in stats:
-        stats["timestamp"] = restamped_timestamp_stats(ep.length, source.fps)
+    if restamp_timestamps:
+        stats["timestamp"] = restamped_timestamp_stats(ep.length, source.fps, timestamp_dtype)
     return stats
 
 

@@ -40,10 +40,63 @@ REPAIRS = {
 }
 DERIVABLE_COLUMNS = ("index", "task_index")
 
+# lerobot 0.6.1 DEFAULT_FEATURES (utils/constants.py; the same in 0.3.x, whose v2.1 writer
+# appends them to every info.json): the columns every data file has, declared last.
+DEFAULT_FEATURE_SPECS = {
+    "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+    "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+    "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+    "index": {"dtype": "int64", "shape": [1], "names": None},
+    "task_index": {"dtype": "int64", "shape": [1], "names": None},
+}
+
 
 def repairs_of(options: ConversionOptions) -> dict[str, bool]:
     """Each repair of :data:`REPAIRS` and whether ``options`` turns it on."""
     return {name: getattr(options, name) for name in REPAIRS}
+
+
+def with_default_features(
+    features: Mapping[str, dict], schema: pa.Schema | None = None
+) -> dict[str, dict]:
+    """``info.json``'s features with each of lerobot's default features (``timestamp``,
+    ``frame_index``, ``episode_index``, ``index``, ``task_index``) it does not declare
+    appended, in lerobot's order.
+
+    Not an option: real exports often list only their own features, yet every data file
+    holds these columns, and lerobot 0.6.1's loader reads the data files with exactly the
+    declared features (``Dataset.from_parquet(features=...)``) and each item's ``timestamp``,
+    ``index`` and ``task_index``. Declaring them changes no value.
+
+    Args:
+        features: ``info.json``'s features, returned unchanged when complete.
+        schema: an episode's parquet schema as the conversion writes it; an appended
+            feature takes its column's dtype (scalar numeric or bool) so that the
+            declaration matches the column, else lerobot's (a derived column is int64).
+
+    Returns:
+        A new dict; the declared features keep their order and specs.
+    """
+    out = dict(features)
+    for name, spec in DEFAULT_FEATURE_SPECS.items():
+        if name in out:
+            continue
+        dtype = None
+        if schema is not None and schema.get_field_index(name) >= 0:
+            dtype = _scalar_dtype(schema.field(name).type)
+        out[name] = {**spec, "dtype": dtype or spec["dtype"]}
+    return out
+
+
+def _scalar_dtype(arrow_type: pa.DataType) -> str | None:
+    """The info.json dtype (numpy's name) of a scalar numeric or bool column, else None."""
+    import pyarrow as pa
+
+    if pa.types.is_integer(arrow_type) or pa.types.is_floating(arrow_type):
+        return np.dtype(arrow_type.to_pandas_dtype()).name
+    if pa.types.is_boolean(arrow_type):
+        return "bool"
+    return None
 
 
 def repair_table(

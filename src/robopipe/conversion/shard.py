@@ -22,7 +22,12 @@ import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.repairs import episode_task_index, repair_table, repairs_of
+from robopipe.conversion.repairs import (
+    episode_task_index,
+    repair_table,
+    repairs_of,
+    with_default_features,
+)
 from robopipe.formats.v21_reader import V21Source
 from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA, SHARD_STATS
 from robopipe.stats import episode_stats_from_files
@@ -63,7 +68,8 @@ def build_shard(
             computed = {
                 ep.source_episode_index: episode_stats_from_files(
                     table,
-                    source.info["features"],
+                    # the default features too where info.json does not declare them
+                    with_default_features(source.info["features"], table.schema),
                     {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys},
                 )
                 for ep, table in zip(episodes, tables, strict=True)

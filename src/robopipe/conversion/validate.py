@@ -34,11 +34,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.repairs import episode_task_index, repair_table, repairs_of
+from robopipe.conversion.repairs import (
+    DEFAULT_FEATURE_SPECS,
+    episode_task_index,
+    repair_table,
+    repairs_of,
+)
 from robopipe.conversion.shard import timestamp_error
 from robopipe.formats.v21_reader import V21Source, declared_stream
-from robopipe.formats.v30_reader import read_data_file, read_meta
-from robopipe.layout import DEFAULT_TOLERANCE_S, INFO_PATH, data_path, video_path
+from robopipe.formats.v30_reader import DatasetMeta, read_data_file, read_meta
+from robopipe.layout import (
+    DEFAULT_FEATURES,
+    DEFAULT_TOLERANCE_S,
+    INFO_PATH,
+    V21_INFO_PATH,
+    data_path,
+    video_path,
+)
 from robopipe.remux import MP4, FrameReader, PacketDigest, StreamParams, VideoError
 
 FRAME_MODES = ("sample", "all")
@@ -275,9 +287,10 @@ def _compare_frames(
 def validate(source: V21Source, plan: Plan, root: Path, reports: list[dict]) -> dict:
     """Check the staged dataset at ``root`` as a whole, after every file passed its own check
     (``reports``: the dicts :func:`validate_data_file` and :func:`validate_video_file`
-    returned): every planned file is present, the episodes metadata rows match the plan, and
-    the first and last frame of every video file are found from the v3.0 files alone, as a
-    loader finds them.
+    returned): every planned file is present, the episodes metadata rows match the plan,
+    ``info.json`` declares every data column and lerobot's default features (its loader
+    reads only declared columns, with these types), and the first and last frame of every
+    video file are found from the v3.0 files alone, as a loader finds them.
 
     Returns:
         ``{"episodes", "frames", "data_files", "video_files", "packets", "frames_compared",
@@ -297,7 +310,9 @@ def validate(source: V21Source, plan: Plan, root: Path, reports: list[dict]) -> 
     if unchecked:
         raise source.error("no validation report for this file", file=unchecked[0])
     _check_episodes_meta(source, plan, root)
-    loaded = _load_first_and_last_frames(source, plan, root)
+    meta = read_meta(str(root), name=plan.dataset)
+    _check_declared_columns(source, plan, root, meta.info)
+    loaded = _load_first_and_last_frames(source, plan, root, meta)
     return {
         "episodes": len(plan.episodes),
         "frames": plan.total_frames,
@@ -334,13 +349,51 @@ def _check_episodes_meta(source: V21Source, plan: Plan, root: Path) -> None:
             )
 
 
-def _load_first_and_last_frames(source: V21Source, plan: Plan, root: Path) -> int:
+def _check_declared_columns(source: V21Source, plan: Plan, root: Path, info: dict) -> None:
+    """Every data file's columns are exactly the non-video features ``info`` declares, and
+    lerobot's default features are among them (lerobot 0.6.1 reads the data files with
+    ``Dataset.from_parquet(features=<info.json's>)``, and each item's ``timestamp``,
+    ``index``, ``episode_index`` and ``task_index``)."""
+    features = info["features"]
+    absent = [name for name in DEFAULT_FEATURES if name not in features]
+    if absent:
+        raise source.error(
+            f"the output's {INFO_PATH} does not declare {absent[0]!r}, which lerobot's loader "
+            f"reads; declare it in the source's {V21_INFO_PATH} features "
+            f"(e.g. {DEFAULT_FEATURE_SPECS[absent[0]]})",
+            file=V21_INFO_PATH,
+        )
+    declared = [name for name, spec in features.items() if spec.get("dtype") != "video"]
+    for f in plan.data_files:
+        rel = data_path(f.chunk, f.file)
+        columns = pq.read_schema(Path(root) / rel).names
+        undeclared = [name for name in columns if name not in declared]
+        if undeclared:
+            raise source.error(
+                f"the data files hold a column {undeclared[0]!r} that info.json's features do "
+                "not declare, and lerobot's loader reads only declared columns; declare it "
+                "(dtype, shape, names), or drop the column from every episode's parquet",
+                file=V21_INFO_PATH,
+            )
+        lacking = [name for name in declared if name not in columns]
+        if lacking:
+            raise source.error(
+                f"info.json declares {lacking[0]!r} but output data file {rel} has no such "
+                "column; add the column to every episode's parquet, or remove the feature",
+                file=V21_INFO_PATH,
+            )
+
+
+def _load_first_and_last_frames(
+    source: V21Source, plan: Plan, root: Path, meta: DatasetMeta | None = None
+) -> int:
     """Look up the first and last frame of every video file as a LeRobot loader does, from
     the v3.0 files alone: the episode's ``from_timestamp`` in ``meta/episodes`` plus the row's
     ``timestamp`` in the data file, decoded within ``tolerance_s``, and of the size info.json
     declares (lerobot 0.6.1 ``LeRobotDataset._query_videos``: torchcodec decodes into frames
     of that size). Torch-free: importing torch would cost this job seconds and 370 MB."""
-    meta = read_meta(str(root), name=plan.dataset)
+    if meta is None:
+        meta = read_meta(str(root), name=plan.dataset)
     file_start: dict[tuple[int, int], int] = {}  # data file -> global index of its first row
     for ep in plan.episodes:
         file_start.setdefault(ep.data, ep.dataset_from_index)

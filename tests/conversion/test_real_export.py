@@ -1,0 +1,121 @@
+"""A real non-standard v2.1 export (issue 22, item 9): its info.json lists only its own
+features (no ``timestamp``, ``frame_index``, ``episode_index``, ``index``, ``task_index``),
+on top of what the repairs fix (other placeholder names, no episodes_stats.jsonl, no
+``index``/``task_index`` columns, float64 vectors) and wall-clock timestamps. Converted with
+all the repairs and ``restamp_timestamps``, it used to pass the check and every job, then
+``validate`` stopped with a bare ``KeyError: 'timestamp'``. Now the output declares lerobot's
+default features, has their stats, and loads in lerobot 0.6.1 (where its environment
+exists); a data column that no feature declares stops the run with one line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from robopipe.conversion.check import check_source
+from robopipe.conversion.options import ConversionOptions
+from robopipe.conversion.repairs import DEFAULT_FEATURE_SPECS, REPAIRS
+from robopipe.conversion.serial import convert_dataset
+from robopipe.errors import DatasetError
+
+VECTORS = ("observation.state", "action")
+DEFAULTS = list(DEFAULT_FEATURE_SPECS)
+ALL_REPAIRS = {"restamp_timestamps": True, **dict.fromkeys(REPAIRS, True)}
+
+
+def _real_export(root, *, extra_column: str | None = None) -> None:
+    """Make the v2.1 dataset at ``root`` look like the real export."""
+    info = json.loads((root / "meta/info.json").read_text())
+    for path in sorted(root.glob("data/*/*.parquet")):
+        table = pq.read_table(path).drop_columns(["index", "task_index"])
+        for name in VECTORS:
+            column = table.column(name).combine_chunks()
+            wide = pa.FixedSizeListArray.from_arrays(
+                pc.cast(column.flatten(), pa.float64()), column.type.list_size
+            )
+            table = table.set_column(table.schema.get_field_index(name), name, wide)
+        stamps = table.column("timestamp").to_numpy() * 1.01 + 0.25  # wall-clock drift
+        at = table.schema.get_field_index("timestamp")
+        table = table.set_column(at, "timestamp", pa.array(stamps, pa.float32()))
+        if extra_column:
+            table = table.append_column(extra_column, pa.array(np.zeros(table.num_rows)))
+        pq.write_table(table.replace_schema_metadata(None), path)
+    info["data_path"] = info["data_path"].replace("{episode_chunk", "{chunk_index")
+    info["video_path"] = (
+        info["video_path"].replace("{episode_chunk", "{chunk_index").replace("video_key", "camera")
+    )
+    info["features"] = {k: v for k, v in info["features"].items() if k not in DEFAULTS}
+    (root / "meta/info.json").write_text(json.dumps(info, indent=4))
+    (root / "meta/episodes_stats.jsonl").unlink()
+
+
+@pytest.fixture
+def export(demo_small, tmp_path):
+    root = shutil.copytree(demo_small, tmp_path / "src")
+    _real_export(root)
+    return root
+
+
+def test_the_real_export_passes_the_check_with_the_repairs(export):
+    report = check_source(export, "export", ConversionOptions(**ALL_REPAIRS))
+    assert report.ok, report.summary()
+
+
+def test_the_real_export_converts_to_what_lerobot_loads(export, demo_small, tmp_path, tool):
+    out = tmp_path / "v3.0"
+    plan = convert_dataset(export, out, name="export", **ALL_REPAIRS)  # validated
+
+    info = json.loads((out / "meta/info.json").read_text())
+    features = info["features"]
+    assert list(features)[-len(DEFAULTS) :] == DEFAULTS  # appended, in lerobot's order
+    for name, spec in DEFAULT_FEATURE_SPECS.items():
+        assert features[name] == {**spec, "fps": plan.fps}
+    data = pq.read_table(sorted(out.glob("data/*/*.parquet"))[0])
+    declared = [k for k, f in features.items() if f["dtype"] != "video"]
+    assert sorted(data.schema.names) == sorted(declared)
+    assert data.schema.field("timestamp").type == pa.float32()
+    assert data.column("index").to_pylist() == list(range(plan.total_frames))
+    lengths = [e.length for e in plan.episodes]
+    restamped = np.concatenate([np.arange(n) / plan.fps for n in lengths]).astype(np.float32)
+    assert np.array_equal(data.column("timestamp").to_numpy(), restamped)
+
+    stats = json.loads((out / "meta/stats.json").read_text())
+    assert set(stats) == set(features)
+    assert stats["timestamp"]["max"] == [float(np.float32((max(lengths) - 1) / plan.fps))]
+    assert stats["index"]["count"] == [plan.total_frames]
+    assert stats["frame_index"]["max"] == [max(lengths) - 1]
+
+    lerobot = tool("lerobot_compat")
+    if not lerobot.LEROBOT_PYTHON.exists():
+        pytest.skip("lerobot 0.6.1 env missing (run tools/lerobot_env.sh)")
+    indices = lerobot.sample_indices(out, 10, seed=0)
+    problems = lerobot.check_loader(out, demo_small, indices, tmp_path / "hf", tmp_path)
+    assert problems == []
+
+
+def test_an_undeclared_data_column_is_one_line_naming_the_fix(demo_small, tmp_path):
+    root = shutil.copytree(demo_small, tmp_path / "src")
+    _real_export(root, extra_column="next.reward")
+    with pytest.raises(DatasetError) as caught:
+        convert_dataset(root, tmp_path / "v3.0", name="export", **ALL_REPAIRS)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("dataset 'export': file meta/info.json: ")
+    assert "'next.reward'" in message and "declare it" in message
+    assert not (tmp_path / "v3.0").exists()
+
+
+def test_the_workflow_converts_the_real_export(export, tmp_path, run_snakemake):
+    config = {"datasets": {"export": {"path": str(export), "conversion": ALL_REPAIRS}}}
+    result = run_snakemake(tmp_path / "run", config, "--cores", "2", "convert")
+    assert "Traceback" not in result.stderr
+    info = json.loads((tmp_path / "run/results/export/v3.0/meta/info.json").read_text())
+    assert list(info["features"])[-len(DEFAULTS) :] == DEFAULTS
+    summary = json.loads((tmp_path / "run/results/export/validation.json").read_text())
+    assert summary["episodes"] == 4 and summary["frames_loaded"] > 0
