@@ -1,0 +1,913 @@
+"""Check a whole LeRobot v3.0 dataset in one pass, before anything loads it.
+
+The v3.0 counterpart of :func:`robopipe.conversion.check.check_source`: the same
+:class:`~robopipe.conversion.check.CheckReport` of :class:`~robopipe.conversion.check.Problem`
+lines, each naming the dataset, the episode (where there is one) and the file. Every problem is
+collected (nothing stops at the first), from the metadata, the parquet footers, a few small
+columns of the data files (``episode_index``, ``index``, ``frame_index``, ``timestamp``,
+``task_index``) and the mp4 headers; no frame is decoded. What is checked:
+
+- ``meta/info.json``: a v3.0 dataset with the fields lerobot 0.6.1 reads, path templates with
+  only lerobot's placeholders (and, as robopipe's readers assume, lerobot's own templates);
+  every file the metadata names resolves, symlinks resolved, inside the dataset root;
+- every file the metadata names (data parquets, mp4s, ``meta/episodes`` files,
+  ``tasks.parquet``, ``stats.json``) is present, not empty, readable and, for an mp4, not
+  truncated (its last packets are demuxed);
+- ``meta/episodes``, read file by file (the ``stats/*`` columns are not read): episodes
+  ``0..total_episodes-1`` each listed once and in order, ``length == dataset_to_index -
+  dataset_from_index``, the ranges contiguous from 0, ``total_episodes`` and ``total_frames``;
+- each episode's data file: its rows ``[dataset_from_index, dataset_to_index)`` (global row
+  positions, data files concatenated in path order, as lerobot reads them) lie in that file and
+  hold that episode, the ``index`` column is the row position, ``frame_index`` counts from 0,
+  ``timestamp`` is ``frame_index / fps`` within ``tolerance_s``, every ``episode_index`` in
+  the file has an episode row, every ``task_index`` has a task in ``tasks.parquet``;
+- per camera: each episode's mp4, ``from_timestamp``/``to_timestamp`` inside its duration,
+  episodes tiling the file without gaps, ``(to - from) * fps`` equal to ``length``, and the
+  stream's codec, size, pixel format and frame rate against ``features[key]["info"]``;
+- ``meta/stats.json``: a stats entry for every feature, none for unknown features, and each
+  statistic's shape that of the feature (``(C, 1, 1)`` for cameras, ``(1,)`` for ``count``).
+
+A problem that concerns a file shared by several episodes (a missing data file, a wrong stream)
+is reported once for each episode in it, so that leaving those episodes out (``skip_episodes``)
+is exactly what the report asks for. Files that are not part of the dataset are notes, except a
+data parquet no episode names: lerobot reads every ``data/*/*.parquet``, so it shifts the rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from robopipe.conversion.check import CheckReport, Problem, _changes, _stray_files
+from robopipe.conversion.meta import INFO_KEYS
+from robopipe.errors import DatasetError
+from robopipe.formats.v21_reader import declared_stream, read_json, template_fields
+from robopipe.formats.v30_reader import EPISODE_COLUMNS, DatasetMeta, read_tasks
+from robopipe.layout import (
+    DATA_PATH,
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_FEATURES,
+    DEFAULT_TOLERANCE_S,
+    INFO_PATH,
+    STATS_PATH,
+    TASKS_PATH,
+    VIDEO_PATH,
+    episodes_path,
+    next_chunk_file,
+)
+
+# The info.json fields lerobot 0.6.1's DatasetInfo needs (the others have defaults).
+OPTIONAL_INFO_FIELDS = (
+    "data_files_size_in_mb",
+    "video_files_size_in_mb",
+    "video_path",
+    "robot_type",
+    "splits",
+)
+REQUIRED_INFO_FIELDS = tuple(k for k in INFO_KEYS if k not in OPTIONAL_INFO_FIELDS)
+# The placeholders lerobot 0.6.1 fills in each v3.0 path template.
+TEMPLATE_PLACEHOLDERS = {
+    "data_path": ("chunk_index", "file_index"),
+    "video_path": ("video_key", "chunk_index", "file_index"),
+}
+DEFAULT_TEMPLATES = {"data_path": DATA_PATH, "video_path": VIDEO_PATH}
+CAMERA_COLUMNS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
+STAT_NAMES = ("min", "max", "mean", "std", "count")
+FIX = "restore it, or leave the episodes out with `skip_episodes`"
+
+
+def check_v30(
+    root: str | Path,
+    name: str,
+    *,
+    threads: int = 1,
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+    skip_episodes: Iterable[int] = (),
+    previous: Mapping | None = None,
+) -> CheckReport:
+    """Check the v3.0 dataset in the local folder ``root`` completely; never raises for bad data.
+
+    Args:
+        root: the v3.0 dataset folder (``meta/``, ``data/``, ``videos/``).
+        name: the dataset name (for messages).
+        threads: files checked at once (footer reads and mp4 opens release the GIL).
+        tolerance_s: how far a timestamp may be from where it should be (lerobot's default
+            1e-4 s): ``timestamp`` against ``frame_index / fps``, ``to_timestamp`` against the
+            mp4's duration, episodes' timestamps against their neighbours' in the same mp4.
+        skip_episodes: episodes left out; their problems become notes.
+        previous: an earlier report's JSON: files that changed since are listed as notes.
+
+    Returns:
+        A :class:`~robopipe.conversion.check.CheckReport` (``repairs`` is empty: no repair
+        applies to v3.0; ``files`` maps each file read to ``[size, mtime_ns]``).
+    """
+    root = Path(root)
+    report = CheckReport(name, str(root.resolve()), {})
+    if not root.is_dir():
+        report.problems.append(Problem("source", f"dataset folder {root} does not exist"))
+    else:
+        _Checker(root, name, tolerance_s, report).run(max(1, threads))
+        skip = set(skip_episodes)
+        report.notes += [p for p in report.problems if p.episode in skip]
+        report.problems = [p for p in report.problems if p.episode not in skip]
+        report.notes += _stray_files(root, report.files)
+    if previous is not None:
+        report.notes += _changes(previous.get("files", {}), report.files)
+    return report
+
+
+@dataclass
+class _Episodes:
+    """The ``meta/episodes`` rows that could be read, as numpy columns in file order.
+
+    ``source[i]`` is the episodes file of row ``i``; ``complete`` is False when a file's rows
+    could not be read (then unlisted episodes are not blamed)."""
+
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+    source: list[str] = field(default_factory=list)
+    tasks: list[list[str] | None] = field(default_factory=list)
+    complete: bool = True
+
+    def __len__(self) -> int:
+        return len(self.source)
+
+    def __getitem__(self, column: str) -> np.ndarray:
+        return self.columns[column]
+
+
+class _Checker:
+    def __init__(self, root: Path, name: str, tolerance_s: float, report: CheckReport) -> None:
+        self.root = root
+        self.real_root = root.resolve()
+        self.name = name
+        self.tolerance_s = tolerance_s
+        self.report = report
+        self.info: dict = {}
+        self.cameras: list[str] = []
+        self.tasks: list[str] | None = None
+
+    def add(self, kind: str, message: str, episode: int | None = None, file=None) -> None:
+        self.report.problems.append(Problem(kind, message, episode, file))
+
+    # -- the pass -------------------------------------------------------------------------
+
+    def run(self, threads: int) -> None:
+        if not self._check_info():
+            return
+        templates_ok = self._check_templates()
+        self.tasks = self._check_tasks()
+        self._check_stats()
+        episodes = self._read_episodes()
+        self.report.episodes = len(np.unique(episodes["episode_index"])) if len(episodes) else 0
+        valid = self._check_episode_rows(episodes)
+        if not templates_ok:
+            return  # the files cannot be named
+        data_rows = self._check_data_files(episodes, valid, threads)
+        total = self.info["total_frames"]
+        if data_rows is not None and data_rows != total:
+            self.add(
+                "totals",
+                f"the data files hold {data_rows} rows but info.json says total_frames={total}",
+                file=INFO_PATH,
+            )
+        self._check_videos(episodes, valid, threads)
+
+    # -- info.json, templates, tasks, stats -----------------------------------------------
+
+    def _check_info(self) -> bool:
+        self._record(INFO_PATH)
+        try:
+            info = read_json(self.root, INFO_PATH, self.name)
+        except DatasetError as exc:
+            self.add("metadata", exc.reason, file=INFO_PATH)
+            return False
+        version = info.get("codebase_version")
+        if version != "v3.0":
+            hint = "; convert it first (a v2.1 dataset is a `path` source)" if version else ""
+            self.add(
+                "version", f"codebase_version is {version!r}, not 'v3.0'{hint}", file=INFO_PATH
+            )
+            return False
+        missing = [k for k in REQUIRED_INFO_FIELDS if k not in info]
+        if missing:
+            self.add(
+                "info_fields",
+                f"info.json lacks required field(s) {', '.join(missing)}",
+                file=INFO_PATH,
+            )
+            return False
+        features = info["features"]
+        if not isinstance(features, dict) or any(
+            not isinstance(f, dict) or "dtype" not in f or "shape" not in f
+            for f in features.values()
+        ):
+            self.add("info_fields", "every feature needs a dtype and a shape", file=INFO_PATH)
+            return False
+        for key in DEFAULT_FEATURES:
+            if key not in features:
+                self.add(
+                    "info_fields", f"feature {key!r} is missing; lerobot needs it", file=INFO_PATH
+                )
+        self.info = info
+        self.cameras = [k for k, f in features.items() if f["dtype"] == "video"]
+        if self.cameras and not info.get("video_path"):
+            self.add("info_fields", "video features but no video_path", file=INFO_PATH)
+            self.cameras = []
+        return True
+
+    def _check_templates(self) -> bool:
+        ok = True
+        for key, allowed in TEMPLATE_PLACEHOLDERS.items():
+            template = self.info.get(key)
+            if template is None or (key == "video_path" and not self.cameras):
+                continue
+            fields = template_fields(template)
+            unknown = sorted(set(fields) - set(allowed))
+            absent = sorted(set(allowed) - set(fields))
+            message = None
+            if unknown or absent:
+                message = (
+                    f"{key} {template!r} must use exactly the placeholders "
+                    + ", ".join("{" + a + "}" for a in allowed)
+                    + (f"; unknown: {', '.join(unknown)}" if unknown else "")
+                    + (f"; missing: {', '.join(absent)}" if absent else "")
+                )
+            else:
+                try:
+                    example = template.format(video_key="camera", chunk_index=0, file_index=0)
+                except (ValueError, IndexError, KeyError) as exc:
+                    example, message = None, f"{key} {template!r} cannot be filled in: {exc}"
+                if example is not None and (
+                    os.path.isabs(example) or os.path.normpath(example).startswith("..")
+                ):
+                    message = f"{key} {template!r} names files outside the dataset folder"
+            if message:
+                self.add("template", message, file=INFO_PATH)
+                ok = False
+            elif template != DEFAULT_TEMPLATES[key]:
+                # lerobot's loader finds data files by glob and robopipe's readers use the
+                # default names, so another template only misleads
+                self.add(
+                    "template",
+                    f"{key} {template!r} is not lerobot's {DEFAULT_TEMPLATES[key]!r}, which "
+                    "lerobot's and robopipe's loaders assume; rename the files and fix info.json",
+                    file=INFO_PATH,
+                )
+        return ok
+
+    def _check_tasks(self) -> list[str] | None:
+        if self._locate(TASKS_PATH, "tasks file") is None:
+            return None
+        meta = DatasetMeta(self.name, str(self.root), self.info, [], {}, root=str(self.root))
+        try:
+            tasks = read_tasks(meta)
+        except DatasetError as exc:
+            self.add("tasks", exc.reason, file=TASKS_PATH)
+            return None
+        except OSError as exc:
+            self.add("unreadable_file", f"unreadable parquet ({exc})", file=TASKS_PATH)
+            return None
+        if len(tasks) != self.info["total_tasks"]:
+            self.add(
+                "totals",
+                f"tasks.parquet has {len(tasks)} task(s) but info.json says "
+                f"total_tasks={self.info['total_tasks']}",
+                file=INFO_PATH,
+            )
+        return tasks
+
+    def _check_stats(self) -> None:
+        import json
+
+        if self._locate(STATS_PATH, "stats file") is None:
+            return
+        try:
+            stats = json.loads((self.root / STATS_PATH).read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            self.add("unreadable_file", f"not valid JSON ({exc})", file=STATS_PATH)
+            return
+        if not isinstance(stats, dict):
+            self.add("stats", "stats.json is not an object of features", file=STATS_PATH)
+            return
+        features = self.info["features"]
+        for key in sorted(set(stats) - set(features)):
+            self.add(
+                "stats", f"stats for {key!r}, which info.json does not declare", file=STATS_PATH
+            )
+        for key, spec in features.items():
+            if key not in stats:
+                self.add("stats", f"no stats for feature {key!r}", file=STATS_PATH)
+                continue
+            if spec["dtype"] in ("video", "image"):
+                shape = list(spec["shape"])
+                channels = shape[0] if shape and shape[0] in (1, 3, 4) else shape[-1]
+                expected = [(channels, 1, 1), (1, 1, 1)]
+            elif spec["dtype"] == "string":
+                continue
+            else:
+                expected = [tuple(spec["shape"])]
+            entry = stats[key] if isinstance(stats[key], dict) else {}
+            for stat in sorted(set(STAT_NAMES) - set(entry)):
+                self.add("stats", f"stats of {key!r} lack {stat!r}", file=STATS_PATH)
+            for stat, value in entry.items():
+                want = [(1,)] if stat == "count" else expected
+                try:
+                    shape = np.asarray(value, dtype=float).shape
+                except (TypeError, ValueError):
+                    shape = None
+                if shape not in want:
+                    self.add(
+                        "stats",
+                        f"{key}/{stat} has shape {shape} but feature {key!r} needs "
+                        + " or ".join(str(w) for w in want),
+                        file=STATS_PATH,
+                    )
+
+    # -- meta/episodes ----------------------------------------------------------------------
+
+    def _episode_columns(self) -> list[str]:
+        wanted = list(EPISODE_COLUMNS) + ["data/chunk_index", "data/file_index"]
+        for cam in self.cameras:
+            wanted += [f"videos/{cam}/{c}" for c in CAMERA_COLUMNS]
+        return wanted
+
+    def _read_episodes(self) -> _Episodes:
+        """Every ``meta/episodes`` file, walked ``chunk-XXX/file-YYY`` as lerobot numbers them,
+        read one at a time (only the columns checked, never ``stats/*``)."""
+        import pyarrow.parquet as pq
+
+        episodes = _Episodes()
+        wanted = self._episode_columns()
+        parts: dict[str, list[np.ndarray]] = defaultdict(list)
+        chunks_size = int(self.info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
+        chunk, file, walked = 0, 0, []
+        while (self.root / episodes_path(chunk, file)).exists():
+            walked.append(episodes_path(chunk, file))
+            chunk, file = next_chunk_file(chunk, file, chunks_size)
+        if not walked:
+            self._locate(episodes_path(0, 0), "episodes metadata file")
+            episodes.complete = False
+        for rel in sorted(self._on_disk("meta/episodes") - set(walked)):
+            self.add(
+                "episodes_file",
+                "not reached: episodes files are numbered chunk-XXX/file-YYY without gaps "
+                "from chunk-000/file-000; rename it",
+                file=rel,
+            )
+            episodes.complete = False
+        for rel in walked:
+            if self._locate(rel, "episodes metadata file") is None:
+                episodes.complete = False
+                continue
+            try:
+                parquet = pq.ParquetFile(self.root / rel)
+                absent = [c for c in wanted if c not in parquet.schema_arrow.names]
+                if absent:
+                    self.add("columns", f"column(s) {', '.join(absent)} missing", file=rel)
+                    episodes.complete = False
+                    continue
+                extra = ["tasks"] if "tasks" in parquet.schema_arrow.names else []
+                table = parquet.read(columns=wanted + extra, use_threads=False)
+            except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
+                self.add("unreadable_file", f"unreadable parquet ({exc}); {FIX}", file=rel)
+                episodes.complete = False
+                continue
+            nulls = [c for c in wanted if table.column(c).null_count]
+            if nulls:
+                self.add("metadata", f"null values in {', '.join(nulls)}", file=rel)
+                episodes.complete = False
+                continue
+            for c in wanted:
+                parts[c].append(table.column(c).to_numpy())
+            episodes.source += [rel] * table.num_rows
+            episodes.tasks += table.column("tasks").to_pylist() if extra else [None] * len(table)
+        for c in wanted:
+            episodes.columns[c] = np.concatenate(parts[c]) if parts[c] else np.zeros(0)
+        return episodes
+
+    def _check_episode_rows(self, episodes: _Episodes) -> np.ndarray:
+        """Check the rows against each other and info.json; return the usable rows' positions
+        (each episode index once, in range)."""
+        total = self.info["total_episodes"]
+        index = episodes["episode_index"].astype(np.int64)
+        counts = Counter(index.tolist())
+        first_row = {}
+        for row, ep in enumerate(index.tolist()):
+            first_row.setdefault(ep, row)
+            source = episodes.source[row]
+            if counts[ep] > 1 and first_row[ep] != row:
+                self.add(
+                    "episode_index",
+                    f"episode {ep} has {counts[ep]} rows in meta/episodes; remove the duplicate",
+                    ep,
+                    source,
+                )
+            if not 0 <= ep < total:
+                self.add(
+                    "episode_index",
+                    f"episode {ep} is out of range: info.json says total_episodes={total}",
+                    ep,
+                    source,
+                )
+        if episodes.complete:
+            for ep in sorted(set(range(total)) - set(counts)):
+                self.add(
+                    "episode_index",
+                    f"episode {ep} has no row in meta/episodes (info.json says "
+                    f"total_episodes={total})",
+                    ep,
+                    episodes_path(0, 0),
+                )
+        if len(episodes) != total:
+            self.add(
+                "totals",
+                f"meta/episodes has {len(episodes)} rows but info.json says total_episodes={total}",
+                file=INFO_PATH,
+            )
+        valid = np.array(
+            [r for r, ep in enumerate(index.tolist()) if first_row[ep] == r and 0 <= ep < total],
+            dtype=np.int64,
+        )
+        if not len(episodes):
+            return valid
+        in_order = np.array_equal(index, np.arange(len(index)))
+        if not in_order and set(counts) == set(range(len(index))):
+            for row, ep in enumerate(index.tolist()):
+                if row != ep:
+                    self.add(
+                        "episode_order",
+                        f"episode {ep} is row {row} of meta/episodes; lerobot needs row i to "
+                        "be episode i",
+                        ep,
+                        episodes.source[row],
+                    )
+        start, stop = episodes["dataset_from_index"], episodes["dataset_to_index"]
+        length = episodes["length"]
+        for row in valid.tolist():
+            ep, source = int(index[row]), episodes.source[row]
+            if length[row] <= 0 or stop[row] - start[row] != length[row]:
+                self.add(
+                    "episode_range",
+                    f"dataset_from_index={start[row]}, dataset_to_index={stop[row]} but "
+                    f"length={length[row]}",
+                    ep,
+                    source,
+                )
+        # the ranges tile 0..total_frames in episode order (an unlisted episode's
+        # neighbours are not blamed for its gap)
+        stop_of = {int(index[row]): int(stop[row]) for row in valid.tolist()}
+        stop_of[-1] = 0
+        for row in valid.tolist():
+            ep = int(index[row])
+            if ep - 1 in stop_of and start[row] != stop_of[ep - 1]:
+                self.add(
+                    "episode_range",
+                    f"dataset_from_index={start[row]} but episode {ep - 1} ends at "
+                    f"{stop_of[ep - 1]}; episodes' frame ranges must follow each other",
+                    ep,
+                    episodes.source[row],
+                )
+        frames = int(length[valid].sum())
+        if frames != self.info["total_frames"]:
+            self.add(
+                "totals",
+                f"the episodes' lengths add up to {frames} frames but info.json says "
+                f"total_frames={self.info['total_frames']}",
+                file=INFO_PATH,
+            )
+        self._check_episode_tasks(episodes, valid)
+        return valid
+
+    def _check_episode_tasks(self, episodes: _Episodes, valid: np.ndarray) -> None:
+        if self.tasks is None:
+            return
+        known = set(self.tasks)
+        for row in valid.tolist():
+            unknown = [t for t in episodes.tasks[row] or [] if t not in known]
+            if unknown:
+                self.add(
+                    "task_index",
+                    f"tasks {unknown} of this episode are not in {TASKS_PATH}",
+                    int(episodes["episode_index"][row]),
+                    episodes.source[row],
+                )
+
+    # -- files -----------------------------------------------------------------------------
+
+    def _record(self, rel: str) -> os.stat_result | None:
+        try:
+            stat = os.stat(self.root / rel)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        self.report.files[rel] = [stat.st_size, stat.st_mtime_ns]
+        return stat
+
+    def _locate(self, rel: str, what: str, episodes: Iterable[int] = (None,)) -> str | None:
+        """``rel`` when the file is usable; otherwise None, with a problem for each of
+        ``episodes`` (None: the file's own problem)."""
+        episodes = list(episodes)
+        real = Path(os.path.realpath(self.root / rel))
+        message = kind = None
+        if not real.is_relative_to(self.real_root):
+            kind = "outside_root"
+            message = (
+                f"{what} resolves to {real}, outside the dataset folder; keep every file (and "
+                "symlink target) inside it"
+            )
+        else:
+            stat = self._record(rel)
+            if stat is None:
+                kind, message = "missing_file", f"{what} is missing; {FIX}"
+            elif stat.st_size == 0:
+                kind, message = "empty_file", f"{what} is empty; {FIX}"
+        if kind is None:
+            return rel
+        for ep in episodes:
+            self.add(kind, message, ep, rel)
+        return None
+
+    def _on_disk(self, folder: str) -> set[str]:
+        """The ``<folder>/*/*.parquet`` files there are (lerobot globs these)."""
+        return {
+            p.relative_to(self.root).as_posix() for p in (self.root / folder).glob("*/*.parquet")
+        }
+
+    def _template(self, key: str, **fields) -> str:
+        return self.info[key].format(**fields)
+
+    def _check_data_files(self, episodes: _Episodes, valid: np.ndarray, threads: int) -> int | None:
+        """Check every data file; return the rows they hold (None when one is unreadable)."""
+        by_file: dict[str, list[int]] = defaultdict(list)
+        for row in valid.tolist():
+            rel = self._template(
+                "data_path",
+                chunk_index=int(episodes["data/chunk_index"][row]),
+                file_index=int(episodes["data/file_index"][row]),
+            )
+            by_file[rel].append(row)
+        on_disk = self._on_disk("data")
+        for rel in sorted(on_disk - set(by_file)):
+            self.add(
+                "stray_data_file",
+                "no episode names this data file, but lerobot reads every data/*/*.parquet, "
+                "which shifts every later row; remove it",
+                file=rel,
+            )
+        files = sorted(on_disk | set(by_file))
+        index = episodes["episode_index"]
+        usable = {}
+        for rel in files:
+            eps = [int(index[r]) for r in by_file.get(rel, [])] or [None]
+            if self._locate(rel, "data file", eps) is not None:
+                usable[rel] = eps
+        with ThreadPoolExecutor(threads) as pool:
+            footers = dict(zip(usable, pool.map(self._footer, usable), strict=True))
+        rows_of, offsets, offset = {}, {}, 0
+        for rel in files:
+            footer = footers.get(rel)
+            if isinstance(footer, Exception):
+                for ep in usable[rel]:
+                    self.add("unreadable_file", f"unreadable parquet ({footer}); {FIX}", ep, rel)
+            offsets[rel] = offset
+            rows_of[rel] = footer if isinstance(footer, int) else 0
+            offset += rows_of[rel]
+        jobs = [
+            (rel, offsets[rel], rows_of[rel], by_file[rel])
+            for rel in files
+            if isinstance(footers.get(rel), int) and by_file.get(rel)
+        ]
+        data = _DataFileCheck(self, episodes)
+        with ThreadPoolExecutor(threads) as pool:
+            for problems in pool.map(lambda job: data.check(*job), jobs):
+                self.report.problems += problems
+        return offset if all(isinstance(footers.get(rel), int) for rel in files) else None
+
+    def _footer(self, rel: str) -> int | Exception:
+        import pyarrow.parquet as pq
+
+        try:
+            return pq.ParquetFile(self.root / rel).metadata.num_rows
+        except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
+            return exc
+
+    def _check_videos(self, episodes: _Episodes, valid: np.ndarray, threads: int) -> None:
+        jobs: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for cam in self.cameras:
+            for row in valid.tolist():
+                rel = self._template(
+                    "video_path",
+                    video_key=cam,
+                    chunk_index=int(episodes[f"videos/{cam}/chunk_index"][row]),
+                    file_index=int(episodes[f"videos/{cam}/file_index"][row]),
+                )
+                jobs[cam, rel].append(row)
+        usable = []
+        for (cam, rel), rows in jobs.items():
+            eps = [int(episodes["episode_index"][r]) for r in rows]
+            if self._locate(rel, "video file", eps) is not None:
+                usable.append((cam, rel, rows))
+        video = _VideoFileCheck(self, episodes)
+        with ThreadPoolExecutor(threads) as pool:
+            for problems in pool.map(lambda job: video.check(*job), usable):
+                self.report.problems += problems
+
+
+class _DataFileCheck:
+    """One data file against the episode rows that name it (thread-safe: each call returns
+    its own problems)."""
+
+    def __init__(self, checker: _Checker, episodes: _Episodes) -> None:
+        self.checker = checker
+        self.episodes = episodes
+        self.fps = checker.info["fps"]
+
+    def check(self, rel: str, offset: int, rows: int, owners: list[int]) -> list[Problem]:
+        import pyarrow.parquet as pq
+
+        problems: list[Problem] = []
+        episodes = self.episodes
+        index = episodes["episode_index"]
+        owner_eps = [int(index[r]) for r in owners]
+        parquet = pq.ParquetFile(self.checker.root / rel)
+        names = parquet.schema_arrow.names
+        needed = [k for k, f in self.checker.info["features"].items() if f["dtype"] != "video"]
+        absent = [c for c in dict.fromkeys([*DEFAULT_FEATURES, *needed]) if c not in names]
+        for ep in owner_eps:
+            if absent:
+                problems.append(
+                    Problem("columns", f"column(s) {', '.join(absent)} missing", ep, rel)
+                )
+        small = [c for c in DEFAULT_FEATURES if c in names]
+        try:
+            table = parquet.read(columns=small, use_threads=False)
+            cols = {c: table.column(c).to_numpy() for c in small}
+        except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
+            return problems + [
+                Problem("unreadable_file", f"unreadable parquet ({exc}); {FIX}", ep, rel)
+                for ep in owner_eps
+            ]
+        problems += self._row_problems(rel, offset, rows, owners, cols)
+        problems += self._foreign_episodes(rel, owner_eps, cols)
+        return problems
+
+    def _row_problems(self, rel, offset, rows, owners, cols) -> list[Problem]:
+        """Each episode's rows in this file: found by ``episode_index``, their ``index``
+        values exactly ``dataset_from_index..dataset_to_index-1`` (lerobot maps those to
+        rows by the ``index`` column), in one run, ``frame_index`` from 0, the timestamps,
+        the task indices."""
+        problems = []
+        episodes = self.episodes
+        if "index" in cols and not np.array_equal(cols["index"], np.arange(offset, offset + rows)):
+            for row in owners:
+                problems.append(
+                    Problem(
+                        "index_column",
+                        f"the index column is not the row position {offset}..{offset + rows} "
+                        "(data files concatenated in path order)",
+                        int(episodes["episode_index"][row]),
+                        rel,
+                    )
+                )
+        if "episode_index" not in cols:
+            return problems
+        order = np.argsort(cols["episode_index"], kind="stable")
+        sorted_eps = cols["episode_index"][order]
+        for row in owners:
+            ep = int(episodes["episode_index"][row])
+            start = int(episodes["dataset_from_index"][row])
+            stop = int(episodes["dataset_to_index"][row])
+            lo, hi = np.searchsorted(sorted_eps, [ep, ep + 1])
+            positions = order[lo:hi]
+            where = f"dataset_from_index={start}, dataset_to_index={stop}"
+            if not positions.size:
+                problems.append(
+                    Problem(
+                        "episode_rows", f"{where} but no row of this file is this episode", ep, rel
+                    )
+                )
+                continue
+            found = cols["index"][positions] if "index" in cols else positions + offset
+            if not np.array_equal(found, np.arange(start, stop)):
+                problems.append(
+                    Problem(
+                        "episode_range",
+                        f"{where} but the file's {positions.size} rows of this episode have "
+                        f"index {int(found.min())}..{int(found.max()) + 1} (this file holds "
+                        f"rows {offset}..{offset + rows})",
+                        ep,
+                        rel,
+                    )
+                )
+            if positions[-1] - positions[0] + 1 != positions.size:
+                problems.append(
+                    Problem("episode_rows", "the episode's rows are not in one run", ep, rel)
+                )
+            problems += self._frame_problems(rel, ep, positions, cols)
+        return problems
+
+    def _frame_problems(self, rel, ep, positions, cols) -> list[Problem]:
+        problems, tol = [], self.checker.tolerance_s
+        frames = np.arange(positions.size)
+        if "frame_index" in cols and not np.array_equal(cols["frame_index"][positions], frames):
+            problems.append(
+                Problem("frame_index", "frame_index does not count 0..length-1", ep, rel)
+            )
+        elif "timestamp" in cols:
+            error = np.abs(cols["timestamp"][positions] - frames / self.fps)
+            if error.max() > tol:
+                problems.append(
+                    Problem(
+                        "timestamps",
+                        f"timestamp differs from frame_index / fps by {error.max():.6f} s at "
+                        f"frame {int(error.argmax())} (tolerance_s={tol})",
+                        ep,
+                        rel,
+                    )
+                )
+        if "task_index" in cols and self.checker.tasks is not None:
+            used = np.unique(cols["task_index"][positions])
+            unknown = used[(used < 0) | (used >= len(self.checker.tasks))]
+            if unknown.size:
+                problems.append(
+                    Problem(
+                        "task_index",
+                        f"task_index {unknown.tolist()} has no task in {TASKS_PATH} "
+                        f"({len(self.checker.tasks)} task(s))",
+                        ep,
+                        rel,
+                    )
+                )
+        return problems
+
+    def _foreign_episodes(self, rel, owner_eps, cols) -> list[Problem]:
+        """Episodes whose rows are in this file although meta/episodes does not put them here."""
+        if "episode_index" not in cols:
+            return []
+        index = self.episodes["episode_index"]
+        listed = set(index.tolist())
+        problems = []
+        for ep in sorted(set(np.unique(cols["episode_index"]).tolist()) - set(owner_eps)):
+            where = (
+                "has no row in meta/episodes"
+                if ep not in listed
+                else "is placed in another data file by meta/episodes"
+            )
+            problems.append(
+                Problem(
+                    "episode_index",
+                    f"rows of episode {ep} are in this file but it {where}",
+                    ep,
+                    rel,
+                )
+            )
+        return problems
+
+
+class _VideoFileCheck:
+    """One camera's mp4 against the episode rows that name it (thread-safe)."""
+
+    def __init__(self, checker: _Checker, episodes: _Episodes) -> None:
+        self.checker = checker
+        self.episodes = episodes
+
+    def check(self, cam: str, rel: str, owners: list[int]) -> list[Problem]:
+        import av
+
+        from robopipe.remux import MP4
+
+        episodes = self.episodes
+        eps = [int(episodes["episode_index"][r]) for r in owners]
+        path = self.checker.root / rel
+        size = os.path.getsize(path)
+        try:
+            with av.open(str(path), format=MP4) as container:
+                if not container.streams.video:
+                    return [
+                        Problem("video_stream", f"no video stream; {FIX}", ep, rel) for ep in eps
+                    ]
+                stream = container.streams.video[0]
+                params = _stream_params(stream)
+                if stream.duration is not None:
+                    duration = float(stream.duration * stream.time_base)
+                else:
+                    duration = (container.duration or 0) / 1e6
+                intact = _intact_until(container, stream, size, duration)
+        except (av.FFmpegError, OSError) as exc:
+            return [
+                Problem("unreadable_file", f"cannot read video ({exc}); {FIX}", ep, rel)
+                for ep in eps
+            ]
+        problems = []
+        for what, expected in declared_stream(self.checker.info, cam).items():
+            if expected is None or params[what] == expected:
+                continue
+            kind = "video_size" if what in ("width", "height") else f"video_{what}"
+            message = (
+                f"video {what} is {params[what]} but info.json says {expected} for {cam}; "
+                "fix info.json or re-encode the file"
+            )
+            problems += [Problem(kind, message, ep, rel) for ep in eps]
+        problems += self._timestamp_problems(cam, rel, owners, duration, intact, size)
+        return problems
+
+    def _timestamp_problems(self, cam, rel, owners, duration, intact, size) -> list[Problem]:
+        episodes, tol = self.episodes, self.checker.tolerance_s
+        fps = float(self.checker.info["fps"])
+        start = episodes[f"videos/{cam}/from_timestamp"]
+        stop = episodes[f"videos/{cam}/to_timestamp"]
+        problems = []
+        index = episodes["episode_index"]
+        here = {int(index[r]): r for r in owners}
+        listed = set(index.tolist())
+        for ep, row in sorted(here.items()):
+            # where the episode should start: where the one before ends, in this file
+            if ep - 1 in here:
+                previous = float(stop[here[ep - 1]])
+            else:  # the first in this file; unknown when the one before is unlisted
+                previous = 0.0 if ep == 0 or ep - 1 in listed else None
+            t0, t1, length = float(start[row]), float(stop[row]), int(episodes["length"][row])
+            span = f"from_timestamp={t0:.6f}, to_timestamp={t1:.6f}"
+            if t0 < -tol or t1 <= t0 or t1 > duration + tol:
+                problems.append(
+                    Problem(
+                        "video_timestamps",
+                        f"{span} are not within the video's {duration:.6f} s ({cam})",
+                        ep,
+                        rel,
+                    )
+                )
+            elif previous is not None and abs(t0 - previous) > tol:
+                problems.append(
+                    Problem(
+                        "video_timestamps",
+                        f"{span}, but it should start at {previous:.6f} s, where the "
+                        f"episode before ends ({cam}): episodes follow each other in the video",
+                        ep,
+                        rel,
+                    )
+                )
+            elif intact is not None and t1 > intact + tol:
+                problems.append(
+                    Problem(
+                        "truncated_file",
+                        f"truncated ({size} bytes): its packets end at {intact:.3f} s but this "
+                        f"episode ends at {t1:.3f} s ({cam}); {FIX}",
+                        ep,
+                        rel,
+                    )
+                )
+            if abs((t1 - t0) * fps - length) > 0.5:
+                problems.append(
+                    Problem(
+                        "frame_count",
+                        f"{span} span {(t1 - t0) * fps:.2f} frames at {fps:g} fps but the "
+                        f"episode has length={length} ({cam})",
+                        ep,
+                        rel,
+                    )
+                )
+        return problems
+
+
+def _stream_params(stream) -> dict:
+    """What :func:`declared_stream` compares: codec (FFmpeg's canonical name), width and
+    height (pixels), pixel format, frame rate (a Fraction)."""
+    rate = stream.average_rate or stream.base_rate or 0
+    codec = stream.codec_context.codec.canonical_name
+    return dict(
+        codec=codec,
+        width=stream.width,
+        height=stream.height,
+        pix_fmt=stream.pix_fmt,
+        fps=Fraction(rate),
+    )
+
+
+def _intact_until(container, stream, size: int, duration: float) -> float | None:
+    """None when the mp4's packets are all in the file; else the time (s) up to which they
+    are. Seeks to the last keyframe and demuxes to the end (one GOP, no decoding); only a
+    truncated file is demuxed from the start, to find where its intact packets end."""
+    if stream.duration:
+        container.seek(stream.duration, stream=stream, backward=True, any_frame=False)
+    end, last = 0, None
+    for packet in container.demux(stream):
+        if packet.pos is not None and packet.pos >= 0 and packet.pts is not None:
+            end = max(end, packet.pos + packet.size)
+            last = max(last or 0, packet.pts + (packet.duration or 0))
+    tb = stream.time_base
+    if end and end <= size and last is not None and float(last * tb) >= duration - 1e-6:
+        return None
+    container.seek(0, stream=stream, backward=True, any_frame=False)
+    intact = 0.0
+    for packet in container.demux(stream):
+        if packet.pos is None or packet.pts is None or packet.pos + packet.size > size:
+            continue
+        intact = max(intact, float((packet.pts + (packet.duration or 0)) * tb))
+    return intact
