@@ -1,4 +1,5 @@
-"""Snakemake job: check the whole v2.1 source of one dataset (results/{dataset}/check.json).
+"""Snakemake job: check the whole source of one dataset (results/{dataset}/check.json): a
+v2.1 source before it is converted, a v3.0 one before any loader reads it.
 
 Every problem goes to the log, one line each, and the full report to check.json; with
 problems the job fails, Snakemake removes check.json, and the report stays in the log folder
@@ -11,6 +12,7 @@ from pathlib import Path
 
 from robopipe.atomic import write_json
 from robopipe.conversion.check import check_source, read_report, write_report
+from robopipe.conversion.check_v30 import check_v30
 from robopipe.conversion.options import ConversionOptions
 from robopipe.jobs import logged
 
@@ -18,13 +20,24 @@ with logged(snakemake) as log:
     dataset = snakemake.wildcards.dataset
     output = Path(snakemake.output[0])
     files = output.with_name("check_files.json")
-    report = check_source(
-        snakemake.params.source,
-        dataset,
-        ConversionOptions.from_config(snakemake.params.options),
-        previous=read_report(files),
-        threads=snakemake.threads,
-    )
+    options = ConversionOptions.from_config(snakemake.params.options)
+    if snakemake.params.v30:
+        report = check_v30(
+            snakemake.params.source,
+            dataset,
+            threads=snakemake.threads,
+            tolerance_s=options.tolerance_s,
+            skip_episodes=options.skip_episodes,
+            previous=read_report(files),
+        )
+    else:
+        report = check_source(
+            snakemake.params.source,
+            dataset,
+            options,
+            previous=read_report(files),
+            threads=snakemake.threads,
+        )
     write_json(files, {"files": report.files}, indent=None)
     if report.ok:
         write_report(report, output)
