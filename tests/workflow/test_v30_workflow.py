@@ -67,3 +67,13 @@ def test_a_v30_folder_that_fails_the_check_runs_no_loader(
     assert result.returncode != 0
     assert "robopipe: dataset 'ds'" in result.stdout + result.stderr
     assert not (run / f"results/bench/ds/{SCENARIO}.json").exists()
+
+
+def test_a_v30_folder_is_pushed_as_it_is(v30, tmp_path, run_snakemake, quick_bench, file_tree):
+    target = tmp_path / "published"
+    config = _config(v30, quick_bench)
+    config["datasets"]["ds"]["push"] = {"url": str(target)}
+    run_snakemake(tmp_path / "run", config, "--cores", "2", "push")
+    record = json.loads((tmp_path / "run/results/ds/push.json").read_text())
+    assert record["uploaded_files"] == record["files"] > 0
+    assert file_tree(target) == file_tree(v30)

@@ -140,8 +140,9 @@ def push_dataset(
 ) -> dict:
     """Push the v3.0 dataset at ``root`` to ``target``; return what was done (push.json).
 
-    ``validation`` is the summary the ``validate`` step wrote for this dataset: the push
-    starts only if it counts the data and video files that ``root`` holds. ``endpoint``:
+    ``validation`` is the summary the ``validate`` step wrote for this dataset, or the check
+    report of a v3.0 source: the push starts only if it counts (or lists) the data and video
+    files that ``root`` holds. ``endpoint``:
     the Hub's address (default ``HF_ENDPOINT``, else huggingface.co); the token is
     ``HF_TOKEN`` or the one ``hf auth login`` saved.
 
@@ -176,12 +177,21 @@ def push_dataset(
     }
 
 
-def _check_validated(files: dict[str, Path], name: str, validation: dict) -> None:
-    counts = {
-        "data_files": sum(p.startswith("data/") for p in files),
-        "video_files": sum(p.startswith("videos/") for p in files),
+def _file_counts(paths) -> dict[str, int]:
+    """How many data and video files ``paths`` (relative to a dataset root) name."""
+    paths = list(paths)
+    return {
+        "data_files": sum(p.startswith("data/") and p.endswith(".parquet") for p in paths),
+        "video_files": sum(p.startswith("videos/") and p.endswith(".mp4") for p in paths),
     }
-    expected = {k: validation.get(k) for k in counts}
+
+
+def _check_validated(files: dict[str, Path], name: str, validation: dict) -> None:
+    counts = _file_counts(files)
+    if "data_files" in validation:  # the conversion's validation report
+        expected = {k: validation.get(k) for k in counts}
+    else:  # a v3.0 source's check report: the files it read
+        expected = _file_counts(validation.get("files", {}))
     if INFO_PATH not in files or counts != expected:
         raise DatasetError(
             name,
