@@ -20,7 +20,12 @@ from robopipe.remux import VideoError, concat_videos
 def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
     """Write the data file ``output`` from the shards' ``data.parquet``, in order.
 
-    Each shard becomes one row group, so the peak memory is one shard, not one file.
+    Each episode becomes one parquet row group, in episode order, as lerobot 0.6.1's recorder
+    and its ``aggregate`` write data files (``write_table_one_row_group_per_episode``): a
+    reader gets one episode with one ``read_row_group``. (lerobot's v2.1 -> v3.0 converter
+    writes one row group per file; the values, schema and metadata are the same either way.)
+    The shards are read row group by row group (:func:`robopipe.conversion.shard.build_shard`
+    writes one per episode), so the peak memory is one episode, not one shard or one file.
 
     Raises:
         ValueError: the shards' schemas differ.
@@ -31,15 +36,30 @@ def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
         writer = None
         try:
             for shard_dir in shard_dirs:
-                table = pq.ParquetFile(Path(shard_dir) / SHARD_DATA).read()
+                shard = pq.ParquetFile(Path(shard_dir) / SHARD_DATA)
                 if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema)
-                elif not table.schema.equals(writer.schema):
+                    writer = pq.ParquetWriter(tmp, shard.schema_arrow)
+                elif not shard.schema_arrow.equals(writer.schema):
                     raise ValueError(f"{shard_dir}: columns differ from the first shard's")
-                writer.write_table(table, row_group_size=max(table.num_rows, 1))
+                for group in range(shard.num_row_groups):
+                    for episode in episode_slices(shard.read_row_group(group)):
+                        writer.write_table(episode, row_group_size=episode.num_rows)
         finally:
             if writer is not None:
                 writer.close()
+
+
+def episode_slices(table):
+    """The rows of each episode of ``table`` (runs of equal ``episode_index``), in order.
+
+    Zero-copy slices; a table without rows has none.
+    """
+    import numpy as np
+
+    episode_index = table.column("episode_index").to_numpy()
+    starts = [0, *(np.flatnonzero(episode_index[1:] != episode_index[:-1]) + 1).tolist()]
+    ends = [*starts[1:], table.num_rows]
+    return [table.slice(a, b - a) for a, b in zip(starts, ends, strict=True) if b > a]
 
 
 def aggregate_video(

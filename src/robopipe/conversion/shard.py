@@ -85,8 +85,12 @@ def build_shard(
                     episode=ep.source_episode_index,
                     file=source.data_file(ep.source_episode_index),
                 )
-        # uncompressed: the shard is read once, by aggregate_data, which compresses the output
-        pq.write_table(pa.concat_tables(tables), tmp / SHARD_DATA, compression="none")
+        # uncompressed: the shard is read once, by aggregate_data, which compresses the output;
+        # one row group per episode, which aggregate_data reads one at a time
+        with pq.ParquetWriter(tmp / SHARD_DATA, schema, compression="none") as writer:
+            for table in tables:
+                if table.num_rows:
+                    writer.write_table(table, row_group_size=table.num_rows)
 
 
 def _episode_table(

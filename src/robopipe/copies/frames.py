@@ -7,7 +7,9 @@ a header of a dozen bytes, then the (H, W, 3) RGB bytes as they are, which Pillo
 and ``robopipe.loading.stored_frames`` maps without decoding. (A 3-D ``uint8`` feature, HF's
 ``Array3D``, would be stored as nested lists of 32-bit integers: 4x the bytes, and about 15 ms to
 read one 640x480 frame.) Files are written uncompressed, with row groups of about
-``ROW_GROUP_BYTES`` of frames, so a loader reads one frame without reading the whole file.
+``ROW_GROUP_BYTES`` of frames that never span two episodes (an episode is one row group, or
+a few of equal rows where its frames are larger), so a loader reads one frame without reading
+the whole file, and one episode's rows are whole row groups.
 """
 
 from __future__ import annotations
@@ -110,16 +112,19 @@ def copy_data_file(
     for camera, column in columns.items():
         table = table.append_column(camera, column)
     row_bytes = sum(c.nbytes for c in columns.values()) / max(table.num_rows, 1)
-    with atomic_path(output) as tmp:
-        pq.write_table(
-            table,
+    with (
+        atomic_path(output) as tmp,
+        pq.ParquetWriter(
             tmp,
-            row_group_size=max(1, int(ROW_GROUP_BYTES // max(row_bytes, 1))),
+            table.schema,
             compression="none",
             use_dictionary=[c for c in table.column_names if c not in columns],
             # no min/max of frame bytes: 18,000 row groups' statistics cost a reader 160 MB
             write_statistics=[c for c in table.column_names if c not in columns],
-        )
+        ) as writer,
+    ):
+        for rows in _episode_row_groups(table, row_bytes):
+            writer.write_table(rows, row_group_size=rows.num_rows)
     return {
         "frames": frames,
         "encode_s": encode_s,
@@ -128,6 +133,23 @@ def copy_data_file(
         "width": width,
         "height": height,
     }
+
+
+def _episode_row_groups(table: pa.Table, row_bytes: float) -> list[pa.Table]:
+    """``table`` cut into row groups: each episode (run of equal ``episode_index``) into the
+    fewest parts of equal rows (the last a little shorter) with about ``ROW_GROUP_BYTES`` of
+    frames at most, ``row_bytes`` per row; zero-copy slices."""
+    episode_index = table.column("episode_index").to_numpy()
+    starts = [0, *(np.flatnonzero(episode_index[1:] != episode_index[:-1]) + 1).tolist()]
+    ends = [*starts[1:], table.num_rows]
+    groups = []
+    for start, end in zip(starts, ends, strict=True):
+        if end == start:
+            continue  # a table without rows
+        parts = max(1, -(-int((end - start) * row_bytes) // ROW_GROUP_BYTES))
+        size = -(-(end - start) // parts)
+        groups += [table.slice(a, min(size, end - a)) for a in range(start, end, size)]
+    return groups
 
 
 def _encode(rgb: np.ndarray, encoding: Encoding) -> dict:

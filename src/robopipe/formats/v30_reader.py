@@ -314,6 +314,60 @@ def read_data_file(meta: DatasetMeta, relative: str) -> dict[str, np.ndarray]:
         DatasetError: missing file or column, or a column whose width differs from info.json.
     """
     table = _read_parquet(meta, relative, columns=meta.data_keys)
+    return _data_columns(meta, table, relative)
+
+
+def open_data_file(meta: DatasetMeta, relative: str) -> tuple[pq.ParquetFile, np.ndarray]:
+    """One data parquet file opened for reading row groups, and where its row groups start.
+
+    Only the footer is read here; a remote file is read by ranges later, one row group at a
+    time (:func:`read_data_rows`). The starts are the cumulative row counts: row group ``g``
+    holds the file's rows ``starts[g]:starts[g + 1]`` (``len(starts)`` is the number of row
+    groups plus one).
+
+    Raises:
+        DatasetError: missing or unreadable file.
+    """
+    path = meta.path(relative)
+    try:
+        local = isinstance(meta.fs, LocalFileSystem)  # a path reads faster than a file object
+        parquet = pq.ParquetFile(path if local else meta.fs.open(path, "rb"))
+    except FileNotFoundError as err:
+        raise DatasetError(meta.name, "missing file", file=path) from err
+    except (pa.ArrowInvalid, OSError) as err:
+        raise DatasetError(meta.name, f"unreadable parquet: {err}", file=path) from err
+    metadata = parquet.metadata
+    rows = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+    return parquet, np.cumsum([0, *rows])
+
+
+def row_groups_of_rows(starts: np.ndarray, first: int, count: int) -> range:
+    """The row groups holding a file's rows ``first:first + count`` (``starts`` as
+    :func:`open_data_file` gives them): one group per episode in files written one row group
+    per episode (robopipe, lerobot's recorder and ``aggregate``), the only group in files of
+    one row group (lerobot's v2.1 -> v3.0 converter)."""
+    lo = int(np.searchsorted(starts, first, side="right")) - 1
+    hi = int(np.searchsorted(starts, first + max(count, 1) - 1, side="right"))
+    return range(max(lo, 0), max(hi, lo + 1))
+
+
+def read_data_rows(
+    meta: DatasetMeta, relative: str, parquet: pq.ParquetFile, groups: range
+) -> dict[str, np.ndarray]:
+    """The data columns (as :func:`read_data_file`) of the row groups ``groups`` of the data
+    file ``relative``, opened as ``parquet`` (:func:`open_data_file`).
+
+    Raises:
+        DatasetError: unreadable row groups, or a column as :func:`read_data_file` says.
+    """
+    try:
+        table = parquet.read_row_groups(list(groups), columns=meta.data_keys, use_threads=False)
+    except (pa.ArrowInvalid, KeyError, OSError) as err:
+        raise DatasetError(meta.name, f"unreadable parquet: {err}", file=relative) from err
+    return _data_columns(meta, table, relative)
+
+
+def _data_columns(meta: DatasetMeta, table: pa.Table, relative: str) -> dict[str, np.ndarray]:
     columns = {}
     for key in meta.data_keys:
         feature = meta.info["features"][key]

@@ -19,11 +19,13 @@ from collections import OrderedDict
 import numpy as np
 import torch.utils.data
 
-from robopipe.formats.v30_reader import read_data_file
+from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import open_data_file, read_data_rows, row_groups_of_rows
 from robopipe.loading.items import ItemReader
 from robopipe.loading.partition import assign_episodes, group_episodes_by_files
 
-DATA_FILES_KEPT = 2  # data files held per stream (LRU), parsed to numpy
+DATA_FILES_OPEN = 4  # data parquet files held open per stream (LRU): their footers parsed
+ROWS_KEPT = 1 << 16  # data rows held per stream (LRU of row-group reads), at least 2 reads
 
 
 def world_from_env(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -128,7 +130,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         episodes = self.streams(num_workers)[slot]
         order = self.order(episodes, slot)
         order = order[~self._consumed[order]]
-        rows = _DataFiles(self.meta, self.reader)
+        rows = _DataRows(self.meta, self.reader, max(ROWS_KEPT, 2 * self.shuffle_buffer))
         for index in order:
             episode = int(self.meta.episode_of(index))
             item = self.reader.item(episode, rows.episode(episode), index - rows.start(episode))
@@ -162,29 +164,74 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self._consumed[np.asarray(state["consumed"], dtype=np.int64)] = True
 
 
-class _DataFiles:
-    """The data rows of episodes, read a whole data file at a time (LRU of parsed files)."""
+class _DataRows:
+    """The data rows of episodes, read by the row groups that hold them.
 
-    def __init__(self, meta, reader: ItemReader) -> None:
+    Data files written one row group per episode (robopipe, lerobot's recorder and
+    ``aggregate``) give one episode per read; a file of one row group (lerobot's v2.1 -> v3.0
+    converter) is read whole, once. Reads are kept, parsed to numpy, up to ``rows_kept`` rows
+    (and at least the last 2), so the episodes of the shuffle buffer are not read again.
+    """
+
+    def __init__(self, meta, reader: ItemReader, rows_kept: int) -> None:
         self.meta = meta
         self.reader = reader
-        self._files: OrderedDict[str, dict[str, np.ndarray]] = OrderedDict()
+        self.rows_kept = rows_kept
+        episodes = meta.episodes
+        chunk, file = episodes["data/chunk_index"], episodes["data/file_index"]
+        # a data file's episodes are consecutive: where each run of one file starts
+        changes = (chunk[1:] != chunk[:-1]) | (file[1:] != file[:-1])
+        self._file_first = np.flatnonzero(np.concatenate([[True], changes]))
+        self._files: OrderedDict[str, tuple] = OrderedDict()
+        self._reads: OrderedDict[tuple, dict[str, np.ndarray]] = OrderedDict()  # (file, g0, g1)
+        self._rows_held = 0
 
     def start(self, episode: int) -> int:
         return int(self.meta.episodes["dataset_from_index"][episode])
 
-    def episode(self, episode: int) -> dict[str, np.ndarray]:
-        """Columns of ``episode``'s rows (views into its data file)."""
-        relative = self.meta.data_file(episode)
+    def _open(self, relative: str) -> tuple:
         if relative in self._files:
             self._files.move_to_end(relative)
         else:
-            start = time.perf_counter()
-            self._files[relative] = read_data_file(self.meta, relative)
-            if len(self._files) > DATA_FILES_KEPT:
+            self._files[relative] = open_data_file(self.meta, relative)
+            if len(self._files) > DATA_FILES_OPEN:
                 self._files.popitem(last=False)
-            self.reader.counters.add(fetch_s=time.perf_counter() - start)
-        columns = self._files[relative]
-        first = np.searchsorted(columns["index"], self.start(episode))
+        return self._files[relative]
+
+    def episode(self, episode: int) -> dict[str, np.ndarray]:
+        """Columns of ``episode``'s rows (views into the row groups read).
+
+        Raises:
+            DatasetError: the rows found are not the episode's (``index`` column).
+        """
+        relative = self.meta.data_file(episode)
+        first = self._file_first[np.searchsorted(self._file_first, episode, side="right") - 1]
+        row = self.start(episode) - self.start(int(first))  # the episode's first row in its file
         n = int(self.meta.episodes["length"][episode])
-        return {key: column[first : first + n] for key, column in columns.items()}
+        start = time.perf_counter()
+        parquet, starts = self._open(relative)
+        groups = row_groups_of_rows(starts, row, n)
+        key = (relative, groups.start, groups.stop)
+        if key in self._reads:
+            self._reads.move_to_end(key)
+        else:
+            self._reads[key] = read_data_rows(self.meta, relative, parquet, groups)
+            self._rows_held += len(self._reads[key]["index"])
+            while len(self._reads) > 2 and self._rows_held > self.rows_kept:
+                _, dropped = self._reads.popitem(last=False)
+                self._rows_held -= len(dropped["index"])
+        self.reader.counters.add(fetch_s=time.perf_counter() - start)
+        columns = self._reads[key]
+        offset = row - int(starts[groups.start])
+        rows = {k: column[offset : offset + n] for k, column in columns.items()}
+        index = rows["index"]
+        if len(index) != n or (n and int(index[0]) != self.start(episode)):
+            raise DatasetError(
+                self.meta.name,
+                f"the data file's rows {row}:{row + n} are not the episode's: {len(index)} "
+                f"rows from index {int(index[0]) if len(index) else None}, expected {n} "
+                f"from {self.start(episode)}",
+                episode=episode,
+                file=relative,
+            )
+        return rows
