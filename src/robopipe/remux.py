@@ -272,3 +272,45 @@ class FrameReader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def stream_duration_s(container, stream) -> float:
+    """A PyAV video stream's duration in seconds: the stream's own, else the container's
+    (0.0 when neither is known)."""
+    if stream.duration is not None:
+        return float(stream.duration * stream.time_base)
+    return (container.duration or 0) / 1e6
+
+
+def intact_until(container, stream, size: int, duration: float) -> float | None:
+    """Whether an mp4 is truncated, from its packets alone (no decoding).
+
+    Args:
+        container, stream: the open PyAV input container and its video stream.
+        size: the file's size in bytes.
+        duration: the stream's duration in seconds (:func:`stream_duration_s`).
+
+    Returns:
+        None when every packet lies inside the file and the last one ends at ``duration``;
+        else the time in seconds up to which the packets are intact. The index of an mp4
+        written by FFmpeg with ``+faststart`` (as lerobot's are) is at the front, so a
+        truncated file still lists packets past its end: the last GOP is demuxed (seeking to
+        the last keyframe), and only a truncated file is demuxed from the start.
+    """
+    if stream.duration:
+        container.seek(stream.duration, stream=stream, backward=True, any_frame=False)
+    end, last = 0, None
+    for packet in container.demux(stream):
+        if packet.pos is not None and packet.pos >= 0 and packet.pts is not None:
+            end = max(end, packet.pos + packet.size)
+            last = max(last or 0, packet.pts + (packet.duration or 0))
+    time_base = stream.time_base
+    if end and end <= size and last is not None and float(last * time_base) >= duration - 1e-6:
+        return None
+    container.seek(0, stream=stream, backward=True, any_frame=False)
+    intact = 0.0
+    for packet in container.demux(stream):
+        if packet.pos is None or packet.pts is None or packet.pos + packet.size > size:
+            continue
+        intact = max(intact, float((packet.pts + (packet.duration or 0)) * time_base))
+    return intact

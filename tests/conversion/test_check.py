@@ -19,6 +19,7 @@ import pytest
 from robopipe.conversion.check import SourceCheckError, check_source
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.serial import convert_dataset
+from robopipe.remux import concat_videos
 
 EP = 1  # the damaged episode
 OPTIONS = {"restamp_timestamps": True}  # cr5's timestamps are off; the demo's are exact
@@ -180,10 +181,21 @@ def _rename_placeholder(root: Path) -> None:
     )
 
 
-def _truncate(rel_of):
+def _truncate(rel_of, keep: float = 0.5):
     def damage(root: Path) -> None:
         path = root / rel_of(root)
-        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+        path.write_bytes(path.read_bytes()[: int(path.stat().st_size * keep)])
+
+    return damage
+
+
+def _faststart_then_truncate(rel_of, keep: float):
+    def damage(root: Path) -> None:
+        path = root / rel_of(root)
+        moved = path.with_suffix(".faststart.mp4")
+        concat_videos([path], moved)  # one input: a remux with the index at the front
+        moved.replace(path)
+        _truncate(rel_of, keep)(root)
 
     return damage
 
@@ -218,6 +230,14 @@ FAULTS = {
         EP,
         _video,
         "cannot read video|truncated",
+    ),
+    # remuxed with its index at the front (+faststart), then cut: only its last packets go
+    "faststart mp4 cut at 90%": (
+        _faststart_then_truncate(_video, keep=0.9),
+        "truncated_file",
+        EP,
+        _video,
+        r"truncated: its frames are intact up to \d+\.\d+ s of",
     ),
     "smaller video": (
         lambda root: _reencode(root, scale=2),

@@ -545,7 +545,7 @@ class _EpisodeChecker:
     def _check_video(self, episode, key, rows, problems, files) -> None:
         import av
 
-        from robopipe.remux import MP4
+        from robopipe.remux import MP4, intact_until, stream_duration_s
 
         path = self.source.video_file(episode, key)
         rel = self._locate(episode, path, "video file", problems, files)
@@ -560,6 +560,11 @@ class _EpisodeChecker:
                     )
                     return
                 stream = container.streams.video[0]
+                if stream.codec_context is None or stream.codec_context.codec is None:
+                    problems.append(
+                        Problem("unreadable_file", f"no decoder for its video; {fix}", episode, rel)
+                    )
+                    return
                 params = {
                     "codec": stream.codec_context.codec.canonical_name,
                     "width": stream.width,
@@ -569,18 +574,19 @@ class _EpisodeChecker:
                     "time_base": Fraction(stream.time_base),
                 }
                 frames = stream.frames
-                end = _tail_end(container, stream)
+                duration = stream_duration_s(container, stream)
+                intact = intact_until(container, stream, files[rel][0], duration)
         except (av.FFmpegError, OSError) as exc:
             problems.append(
                 Problem("unreadable_file", f"cannot read video ({exc}); {fix}", episode, rel)
             )
             return
-        if end > files[rel][0]:
+        if intact is not None:
             problems.append(
                 Problem(
                     "truncated_file",
-                    f"truncated: its packets end at byte {end} but the "
-                    f"file has {files[rel][0]}; {fix}",
+                    f"truncated: its frames are intact up to {intact:.3f} s of "
+                    f"{duration:.3f} s ({files[rel][0]} bytes); {fix}",
                     episode,
                     rel,
                 )
@@ -642,20 +648,6 @@ class _EpisodeChecker:
                     )
                     problems.append(Problem(kind, message, episode, rel))
         return problems
-
-
-def _tail_end(container, stream) -> int:
-    """Byte offset where the stream's last packets end: a truncated file ends before it.
-
-    Seeks to the last keyframe and demuxes to the end (one GOP, no decoding).
-    """
-    if stream.duration:
-        container.seek(stream.duration, stream=stream, backward=True, any_frame=False)
-    end = 0
-    for packet in container.demux(stream):
-        if packet.pos is not None and packet.pos >= 0:
-            end = max(end, packet.pos + packet.size)
-    return end
 
 
 def _record(root: Path, rel: str, files: dict) -> None:

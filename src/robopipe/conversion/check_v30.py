@@ -780,7 +780,7 @@ class _VideoFileCheck:
     def check(self, cam: str, rel: str, owners: list[int]) -> list[Problem]:
         import av
 
-        from robopipe.remux import MP4
+        from robopipe.remux import MP4, intact_until, stream_duration_s
 
         episodes = self.episodes
         eps = [int(episodes["episode_index"][r]) for r in owners]
@@ -794,11 +794,8 @@ class _VideoFileCheck:
                     ]
                 stream = container.streams.video[0]
                 params = _stream_params(stream)
-                if stream.duration is not None:
-                    duration = float(stream.duration * stream.time_base)
-                else:
-                    duration = (container.duration or 0) / 1e6
-                intact = _intact_until(container, stream, size, duration)
+                duration = stream_duration_s(container, stream)
+                intact = intact_until(container, stream, size, duration)
         except (av.FFmpegError, OSError) as exc:
             return [
                 Problem("unreadable_file", f"cannot read video ({exc}); {FIX}", ep, rel)
@@ -888,26 +885,3 @@ def _stream_params(stream) -> dict:
         pix_fmt=stream.pix_fmt,
         fps=Fraction(rate),
     )
-
-
-def _intact_until(container, stream, size: int, duration: float) -> float | None:
-    """None when the mp4's packets are all in the file; else the time (s) up to which they
-    are. Seeks to the last keyframe and demuxes to the end (one GOP, no decoding); only a
-    truncated file is demuxed from the start, to find where its intact packets end."""
-    if stream.duration:
-        container.seek(stream.duration, stream=stream, backward=True, any_frame=False)
-    end, last = 0, None
-    for packet in container.demux(stream):
-        if packet.pos is not None and packet.pos >= 0 and packet.pts is not None:
-            end = max(end, packet.pos + packet.size)
-            last = max(last or 0, packet.pts + (packet.duration or 0))
-    tb = stream.time_base
-    if end and end <= size and last is not None and float(last * tb) >= duration - 1e-6:
-        return None
-    container.seek(0, stream=stream, backward=True, any_frame=False)
-    intact = 0.0
-    for packet in container.demux(stream):
-        if packet.pos is None or packet.pts is None or packet.pos + packet.size > size:
-            continue
-        intact = max(intact, float((packet.pts + (packet.duration or 0)) * tb))
-    return intact
