@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Install what robopipe needs on a fresh Debian 12 machine (run as root, or with sudo rights).
-#   tools/install.sh          the workflow: FFmpeg libraries, robopipe with torch/torchcodec
+#   tools/install.sh          the workflow: FFmpeg libraries, nginx (the benchmark's http
+#                             source, started on 127.0.0.1 by the harness, never as a
+#                             service), robopipe with torch/torchcodec
 #   tools/install.sh --test   also what the tests use: Chromium (report screenshot), munge and
 #                             SLURM daemons (the real local cluster), pytest, moto, and
 #                             robomimic 0.3.0 from PyPI (parity tests and robomimic_seq_*
@@ -14,7 +16,7 @@ test_extras=false
 
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
-packages=(ffmpeg)
+packages=(ffmpeg nginx)
 if $test_extras; then
     packages+=(chromium munge slurm-client slurmctld slurmd)
 fi
@@ -25,7 +27,8 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     $sudo apt-get update -qq
-    # keep package scripts from starting daemons: the tests start their own SLURM cluster
+    # keep package scripts from starting daemons: the tests start their own SLURM cluster,
+    # the benchmark its own nginx
     echo 'exit 101' | $sudo tee /usr/sbin/policy-rc.d >/dev/null
     $sudo chmod +x /usr/sbin/policy-rc.d
     $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

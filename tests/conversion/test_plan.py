@@ -1,9 +1,19 @@
 """The plan: lerobot 0.6.1's file assignment and the shards."""
 
+import math
+import random
+
 import pytest
 
 from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.plan import PlannedEpisode, assign_files, load_plan, make_plan, make_shards
+from robopipe.conversion.plan import (
+    EPISODE_WORK_MB,
+    PlannedEpisode,
+    assign_files,
+    load_plan,
+    make_plan,
+    make_shards,
+)
 from robopipe.formats.v21_reader import load_source
 from robopipe.layout import next_chunk_file
 
@@ -45,6 +55,122 @@ def test_shards_never_straddle_a_data_file_but_may_span_video_files():
     # data files change before episode 3; the cameras' files (2, 4) do not cut shards
     assert [(s.first, s.stop) for s in shards] == [(0, 2), (2, 3), (3, 5), (5, 7)]
     assert [s.id for s in shards][:2] == ["shard-000000", "shard-000001"]
+
+
+def _one_stream(sizes_mb, data_file_size_in_mb=100.0, chunks_size=1000):
+    """Episodes of one frame each, data files by lerobot's rule, no cameras."""
+    files = assign_files(sizes_mb, data_file_size_in_mb, chunks_size)
+    return [PlannedEpisode(i, i, 1, i, i + 1, f, {}) for i, f in enumerate(files)]
+
+
+def _old_shards(episodes, episodes_per_shard):
+    """The rule before shards were sized by work: a fixed episode count, cut at data files."""
+    bounds, first = [], 0
+    for ep in episodes[1:]:
+        i = ep.episode_index
+        if ep.data != episodes[i - 1].data or i - first >= episodes_per_shard:
+            bounds.append((first, i))
+            first = i
+    bounds.append((first, len(episodes)))
+    return bounds
+
+
+def _bounds(shards):
+    return [(s.first, s.stop) for s in shards]
+
+
+def test_many_tiny_episodes_make_few_shards():
+    # 20,000 episodes of 4 KB: 80 MiB, one data file; 250 per shard made 80 start-up-bound jobs
+    sizes = [4 / 1024] * 20_000
+    episodes = _one_stream(sizes)
+    assert {e.data for e in episodes} == {(0, 0)}
+    options = ConversionOptions()
+    shards = make_shards(
+        episodes,
+        options.episodes_per_shard,
+        sizes_mb=sizes,
+        shard_size_in_mb=options.shard_size_in_mb,
+    )
+    per_shard = math.floor(options.shard_size_in_mb / (4 / 1024 + EPISODE_WORK_MB))
+    assert len(shards) == math.ceil(20_000 / per_shard) == 6
+    assert [s.stop - s.first for s in shards[:-1]] == [per_shard] * 5
+    assert len(_old_shards(episodes, 250)) == 80
+
+
+def test_big_episodes_are_split_by_the_size_target():
+    # 30 MiB episodes in 1000 MiB data files: 6 per shard by size (6 x 30.05 <= 200 < 7 x 30.05)
+    sizes = [30.0] * 40
+    episodes = _one_stream(sizes, data_file_size_in_mb=1000.0)
+    shards = make_shards(episodes, 10_000, sizes_mb=sizes, shard_size_in_mb=200.0)
+    assert _bounds(shards)[:3] == [(0, 6), (6, 12), (12, 18)]
+    # an episode heavier than the target is a shard of its own
+    shards = make_shards(episodes[:3], 10_000, sizes_mb=sizes[:3], shard_size_in_mb=10.0)
+    assert _bounds(shards) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_episodes_per_shard_bounds_shards_the_size_target_would_allow():
+    sizes = [0.01] * 10
+    shards = make_shards(_one_stream(sizes), 3, sizes_mb=sizes, shard_size_in_mb=200.0)
+    assert _bounds(shards) == [(0, 3), (3, 6), (6, 9), (9, 10)]
+
+
+def test_shards_never_straddle_a_data_file_whatever_the_target():
+    rng = random.Random(0)
+    for _ in range(50):
+        sizes = [rng.choice([0.001, 0.5, 3.0, 12.0]) for _ in range(rng.randint(1, 300))]
+        episodes = _one_stream(sizes, data_file_size_in_mb=rng.choice([1.0, 10.0, 50.0]))
+        target = rng.choice([0.1, 2.0, 20.0, 200.0])
+        shards = make_shards(episodes, rng.randint(1, 50), sizes_mb=sizes, shard_size_in_mb=target)
+        assert shards[0].first == 0 and shards[-1].stop == len(episodes)
+        for shard, after in zip(shards, shards[1:], strict=False):
+            assert shard.stop == after.first
+        for shard in shards:
+            assert len({e.data for e in episodes[shard.first : shard.stop]}) == 1
+            work = sum(sizes[shard.first : shard.stop]) + EPISODE_WORK_MB * (
+                shard.stop - shard.first
+            )
+            assert shard.stop - shard.first == 1 or work <= target
+
+
+def test_without_sizes_shards_follow_the_old_rule():
+    rng = random.Random(1)
+    sizes = [rng.uniform(0.0, 3.0) for _ in range(500)]
+    episodes = _one_stream(sizes, data_file_size_in_mb=40.0)
+    for per_shard in (1, 7, 250):
+        assert _bounds(make_shards(episodes, per_shard)) == _old_shards(episodes, per_shard)
+
+
+@pytest.mark.parametrize(
+    ("shard_options", "shards"),
+    [
+        ({}, 2),  # the defaults: a shard per data file
+        ({"shard_size_in_mb": 0.12}, 4),  # two episodes of ~0.003 + 0.05 MiB per shard
+        ({"shard_size_in_mb": 0.001}, 6),
+        ({"shard_size_in_mb": 200.0, "episodes_per_shard": 2}, 4),
+        ({"episodes_per_shard": 1}, 6),
+    ],
+)
+def test_shard_options_never_move_an_episode_to_another_file(make_v21, shard_options, shards):
+    source = load_source(make_v21(episodes=6), "demo")
+    files = {"data_file_size_in_mb": 0.01, "video_file_size_in_mb": 0.01, "chunks_size": 2}
+    # the old rule: 250 episodes per shard; the files by lerobot's rollover
+    old = make_plan(source, ConversionOptions(**files, episodes_per_shard=250))
+    new = make_plan(source, ConversionOptions(**files, **shard_options))
+    assert [e.data for e in old.episodes] == [(0, 0)] * 3 + [(0, 1)] * 3
+    assert _bounds(old.shards) == _old_shards(old.episodes, 250) == [(0, 3), (3, 6)]
+    assert len(new.shards) == shards
+    assert [(e.data, e.videos) for e in new.episodes] == [(e.data, e.videos) for e in old.episodes]
+    assert [(f.chunk, f.file) for f in new.data_files] == [
+        (f.chunk, f.file) for f in old.data_files
+    ]
+    assert new.video_files == old.video_files
+    for shard in new.shards:
+        assert len({e.data for e in new.episodes[shard.first : shard.stop]}) == 1
+
+
+def test_shard_size_must_be_positive():
+    with pytest.raises(ValueError, match="shard_size_in_mb"):
+        ConversionOptions(shard_size_in_mb=0)
 
 
 def test_plan_of_a_generated_dataset(make_v21):

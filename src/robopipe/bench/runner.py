@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
+from robopipe.bench.latency import delaying_proxy, is_loopback_http, through
 from robopipe.bench.measure import (
     ZeroSamplesError,
     measure_latency,
@@ -34,7 +35,7 @@ from robopipe.bench.measure import (
 from robopipe.bench.registry import LoaderSpec, get_loader
 from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
-from robopipe.bench.servers import serve_http, serve_s3
+from robopipe.bench.servers import serve_nginx, serve_s3
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading import collate, mode_delta_timestamps, read_meta
 from robopipe.ranks import current_node
@@ -69,6 +70,12 @@ class Settings:
             ``{"s3": "s3://bucket/{dataset}", "hf": "hf://datasets/me/{dataset}"}``; an
             ``http`` or ``s3`` source without one is served from the local copy on 127.0.0.1.
         storage_options: fsspec options per source, e.g. ``{"s3": {"anon": true}}``.
+        latency_ms: network round trip added to remote sources, milliseconds: a delaying
+            proxy on 127.0.0.1 (:mod:`robopipe.bench.latency`) adds half of it to every chunk
+            in each direction. 0: no delay (and no proxy in front of the served ``http``
+            source). It needs a plain ``http://`` endpoint on 127.0.0.1 (the served ``http``
+            and ``s3`` sources, or a configured ``s3`` ``endpoint_url`` / ``hf`` ``endpoint``
+            such as the Hub stand-in).
     """
 
     batch_size: int = 32
@@ -86,6 +93,7 @@ class Settings:
     robomimic_lru_mb: float = 256.0
     sources: dict = field(default_factory=dict)
     storage_options: dict = field(default_factory=dict)
+    latency_ms: float = 0.0
 
     @classmethod
     def from_config(cls, bench: dict) -> Settings:
@@ -97,28 +105,70 @@ class Settings:
 @contextlib.contextmanager
 def source_url(
     scenario: Scenario, dataset: str, root: Path, settings: Settings
-) -> Iterator[tuple[str, dict | None]]:
-    """(URL, storage options) the scenario reads the dataset from.
+) -> Iterator[tuple[str, dict | None, object | None]]:
+    """(URL, storage options, traffic) the scenario reads the dataset from.
+
+    ``http`` without a configured URL is served by nginx (:func:`serve_nginx`), ``s3`` by
+    moto. With ``settings.latency_ms`` the loader reaches the server through a delaying proxy
+    (:func:`robopipe.bench.latency.delaying_proxy`). ``traffic.totals()`` counts
+    ``bytes_fetched`` and ``requests``: nginx's access log for the served ``http`` source, the
+    proxy for the others (which then always stands in front, without delay at latency 0);
+    traffic is None for ``local`` and for endpoints that are not plain http on 127.0.0.1.
 
     Raises:
-        ValueError: an ``hf`` source without a URL template in ``settings.sources``.
+        ValueError: an ``hf`` source without a URL template in ``settings.sources``, or a
+            ``latency_ms`` the proxy cannot inject (an endpoint not on 127.0.0.1 over http).
     """
     options = settings.storage_options.get(scenario.source)
     if scenario.source == "local":
-        yield str(root), None
-    elif scenario.source in settings.sources:
-        yield settings.sources[scenario.source].format(dataset=dataset), options
-    elif scenario.source == "http":
-        with serve_http(root.parent) as base:
-            yield f"{base}/{root.name}", None
-    elif scenario.source == "s3":
-        with serve_s3(root) as served:
-            yield served
+        yield str(root), None, None
+        return
+    with contextlib.ExitStack() as stack:
+        server = None
+        if scenario.source in settings.sources:
+            url = settings.sources[scenario.source].format(dataset=dataset)
+        elif scenario.source == "http":
+            server = stack.enter_context(serve_nginx(root.parent))
+            url = f"{server.url}/{root.name}"
+        elif scenario.source == "s3":
+            url, options = stack.enter_context(serve_s3(root))
+        else:
+            raise ValueError(
+                f"source {scenario.source!r} needs a URL: set bench.sources.{scenario.source} "
+                "(e.g. hf://datasets/<user>/{dataset})"
+            )
+        proxy = None
+        if settings.latency_ms or server is None:
+            url, options, proxy = _through_proxy(stack, scenario.source, url, options, settings)
+        yield url, options, server or proxy
+
+
+def _through_proxy(stack, source: str, url: str, options: dict | None, settings: Settings):
+    """(url, options, proxy) with the source's endpoint behind a delaying proxy, where the
+    endpoint is plain http on 127.0.0.1; else unchanged, with proxy None."""
+    options = dict(options or {})
+    client_kwargs = dict(options.get("client_kwargs") or {})
+    if source == "s3":
+        endpoint = client_kwargs.get("endpoint_url")
+    elif source == "hf":
+        endpoint = options.get("endpoint") or os.environ.get("HF_ENDPOINT")
     else:
-        raise ValueError(
-            f"source {scenario.source!r} needs a URL: set bench.sources.{scenario.source} "
-            "(e.g. hf://datasets/<user>/{dataset})"
-        )
+        endpoint = url
+    if not is_loopback_http(endpoint):
+        if settings.latency_ms:
+            raise ValueError(
+                f"bench.latency_ms needs the {source} source on a plain http:// address of "
+                f"127.0.0.1 (its delaying proxy runs there); it reads {endpoint or url}"
+            )
+        return url, options or None, None
+    proxy = stack.enter_context(delaying_proxy(endpoint, settings.latency_ms))
+    if source == "s3":
+        options["client_kwargs"] = {**client_kwargs, "endpoint_url": through(proxy, endpoint)}
+    elif source == "hf":
+        options["endpoint"] = through(proxy, endpoint)
+    else:
+        url = through(proxy, url)
+    return url, options or None, proxy
 
 
 def run_scenario(
@@ -144,7 +194,10 @@ def run_scenario(
     spec = get_loader(scenario.loader)
     spec.check(scenario)
     root = Path(root)
-    with PeakRss() as rss, source_url(scenario, dataset, root, settings) as (url, options):
+    with (
+        PeakRss() as rss,
+        source_url(scenario, dataset, root, settings) as (url, options, traffic),
+    ):
         if spec.needs_lerobot_python:
             measured = _run_lerobot(scenario, spec, root, settings, url)
         elif spec.sequence:
@@ -157,7 +210,7 @@ def run_scenario(
             measured = run_robomimic(scenario, root, settings, rank, world_size)
         else:
             measured = _run_robopipe(
-                scenario, spec, dataset, url, options, settings, rank, world_size
+                scenario, spec, dataset, url, options, settings, rank, world_size, traffic
             )
     per_rank = {
         "rank": rank,
@@ -192,10 +245,26 @@ def run_scenario(
         "cpu_fallback": measured.get("cpu_fallback"),
         "device": measured["device"],
         "ranks": [per_rank],
+        "network_latency_ms": None if scenario.source == "local" else settings.latency_ms,
+        **_network_fields(
+            measured.get("bytes_fetched"), measured.get("requests"), measured["samples"]
+        ),
     }
 
 
-def _run_robopipe(scenario, spec, dataset, url, options, settings, rank, world_size) -> dict:
+def _network_fields(bytes_fetched: int | None, requests: int | None, samples: int) -> dict:
+    """The result's traffic fields: totals of the steady window and their per-sample rates."""
+    return {
+        "bytes_fetched": bytes_fetched,
+        "requests": requests,
+        "bytes_per_sample": None if bytes_fetched is None else bytes_fetched / samples,
+        "requests_per_sample": None if requests is None else requests / samples,
+    }
+
+
+def _run_robopipe(
+    scenario, spec, dataset, url, options, settings, rank, world_size, traffic=None
+) -> dict:
     meta = read_meta(url, name=dataset, storage_options=options)
     kwargs = dict(
         name=dataset,
@@ -235,7 +304,7 @@ def _run_robopipe(scenario, spec, dataset, url, options, settings, rank, world_s
         video_keys=meta.camera_keys,
         warmup_batches=settings.warmup_batches,
         steady_s=settings.steady_s,
-        snapshot=ds.counters.totals,
+        snapshot=ds.counters.totals if traffic is None else _with_traffic(ds.counters, traffic),
     )
     totals = measured["counters_end"]
     window = {k: totals[k] - measured["counters_start"][k] for k in totals}
@@ -251,7 +320,14 @@ def _run_robopipe(scenario, spec, dataset, url, options, settings, rank, world_s
         cpu_fallback=bool(totals["cpu_fallback"]) if scenario.decode == "cuda" else None,
         device=torch.cuda.get_device_name(0) if scenario.decode == "cuda" else "cpu",
     )
+    if traffic is not None:
+        measured.update(bytes_fetched=window["bytes_fetched"], requests=window["requests"])
     return measured
+
+
+def _with_traffic(counters, traffic):
+    """A snapshot of the loader's counters and the network's ``bytes_fetched``/``requests``."""
+    return lambda: {**counters.totals(), **traffic.totals()}
 
 
 def _sampler(ds, seed: int, rank: int, world_size: int):
@@ -339,6 +415,12 @@ def run_multi_node(
         results = [json.loads(p.read_text()) for p in paths]
         combined = combine_rank_results(paths)
     caches = [r["decoder_cache"] for r in results if r["decoder_cache"]]
+    counted = all(r.get("bytes_fetched") is not None for r in results)
+    network = _network_fields(
+        sum(r["bytes_fetched"] for r in results) if counted else None,
+        sum(r["requests"] for r in results) if counted else None,
+        combined["samples"],
+    )
     fallbacks = [r["cpu_fallback"] for r in results if r["cpu_fallback"] is not None]
     return {
         **results[0],
@@ -355,6 +437,7 @@ def run_multi_node(
         "decoder_cache": {k: sum(c[k] for c in caches) for k in caches[0]} if caches else None,
         "cpu_fallback": any(fallbacks) if fallbacks else None,
         "ranks": [r["ranks"][0] for r in results],
+        **network,
     }
 
 

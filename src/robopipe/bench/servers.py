@@ -1,20 +1,26 @@
-"""Serve a local dataset folder on 127.0.0.1 over HTTP (with Range requests) or S3 (moto).
+"""Serve a local dataset folder on 127.0.0.1 over HTTP (Debian's nginx) or S3 (moto).
 
 The benchmark's ``http`` and ``s3`` sources use these when config gives no remote URL, and the
 tests use them to check that streaming from a real server yields the same items as the
-local path.
+local path. :class:`RangeRequestHandler` (Python's ``http.server`` with Range requests) is
+what the Hub stand-in (``tests/hub_standin.py``) builds on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import grp
 import http.server
 import os
+import pwd
 import re
-import threading
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
 import uuid
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 
 RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
@@ -82,18 +88,172 @@ class _QuietServer(http.server.ThreadingHTTPServer):
         """Clients that close a connection mid-transfer (range readers do) are not errors."""
 
 
+NGINX_CONF = """\
+{user}worker_processes 1;
+daemon off;
+master_process on;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_timeout 75s;
+    server_tokens off;
+    client_body_temp_path {prefix}/client_body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+    log_format counted '$bytes_sent $request_length $status "$request"';
+    access_log {prefix}/access.log counted;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        autoindex off;
+        location / {{
+            limit_except GET {{ deny all; }}
+            try_files $uri =404;
+        }}
+    }}
+}}
+"""
+NGINX_MISSING = "nginx is not installed: `bash tools/install.sh` installs it (Debian package nginx)"
+
+
+class NginxServer:
+    """Debian's nginx serving a folder read-only on 127.0.0.1, run as the current user.
+
+    Its config, pid file and logs live in a temporary prefix folder; it runs in the
+    foreground (``daemon off``) as a child process. Static files get ``sendfile`` and Range
+    requests (206) as nginx always serves them; folders and other methods than GET/HEAD are
+    refused. :meth:`totals` reads the access log: bytes sent (headers included) and requests.
+    """
+
+    def __init__(self, root: str | Path, prefix: str | Path) -> None:
+        self.root = Path(root).resolve()
+        self.prefix = Path(prefix)
+        self.port: int | None = None
+        self.process: subprocess.Popen | None = None
+        self._log_offset = 0
+        self._totals = {"bytes_fetched": 0, "requests": 0}
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, attempts: int = 5) -> NginxServer:
+        """Start on a free port (another on a port clash).
+
+        Raises:
+            RuntimeError: nginx is missing, or did not start (its error log is quoted).
+        """
+        binary = nginx_binary()
+        if binary is None:
+            raise RuntimeError(NGINX_MISSING)
+        user = ""
+        if os.geteuid() == 0:  # workers would otherwise run as nobody, who may not read root
+            user = (
+                f"user {pwd.getpwuid(os.geteuid()).pw_name} {grp.getgrgid(os.getegid()).gr_name};\n"
+            )
+        for _ in range(attempts):
+            self.port = _free_port()
+            conf = self.prefix / "nginx.conf"
+            conf.write_text(
+                NGINX_CONF.format(user=user, prefix=self.prefix, port=self.port, root=self.root)
+            )
+            error_log = self.prefix / "error.log"
+            self.process = subprocess.Popen(
+                [binary, "-p", str(self.prefix), "-c", str(conf), "-e", str(error_log)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            if self._wait_ready():
+                return self
+            _, stderr = self.process.communicate()
+            text = stderr.decode(errors="replace").strip()
+            if error_log.exists():
+                text += "\n" + error_log.read_text(errors="replace").strip()
+            if "Address already in use" not in text:
+                raise RuntimeError(f"nginx did not start: {text.strip()[-2000:]}")
+        raise RuntimeError(f"nginx did not start: no free port after {attempts} attempts")
+
+    def _wait_ready(self, timeout_s: float = 10.0) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                return False
+            with (
+                contextlib.suppress(OSError),
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
+            ):
+                return True
+            time.sleep(0.02)
+        self.stop()
+        return False
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()  # SIGTERM: nginx's fast shutdown
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def totals(self) -> dict[str, int]:
+        """Bytes sent to clients (headers included) and requests, from the access log."""
+        path = self.prefix / "access.log"
+        if path.exists():
+            with open(path, "rb") as f:
+                f.seek(self._log_offset)
+                data = f.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self._log_offset += len(complete)
+            for line in complete.splitlines():
+                sent = line.split(b" ", 1)[0]
+                if sent.isdigit():
+                    self._totals["bytes_fetched"] += int(sent)
+                    self._totals["requests"] += 1
+        return dict(self._totals)
+
+
+def nginx_binary() -> str | None:
+    """The nginx executable: on PATH, or where Debian puts it (/usr/sbin is not on every PATH)."""
+    return shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(p, os.X_OK)), None
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serve_nginx(root: str | Path) -> Iterator[NginxServer]:
+    """Serve ``root`` with nginx at ``http://127.0.0.1:<free port>``; yield the server.
+
+    Raises:
+        RuntimeError: nginx is not installed (the message names ``tools/install.sh``) or did
+            not start.
+    """
+    with tempfile.TemporaryDirectory(prefix="robopipe-nginx-") as prefix:
+        server = NginxServer(root, prefix).start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
 @contextlib.contextmanager
 def serve_http(root: str | Path) -> Iterator[str]:
-    """Serve ``root`` at ``http://127.0.0.1:<free port>``; yield that base URL."""
-    handler = partial(RangeRequestHandler, directory=str(root))
-    server = _QuietServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    """Serve ``root`` with nginx at ``http://127.0.0.1:<free port>``; yield that base URL."""
+    with serve_nginx(root) as server:
+        yield server.url
 
 
 @contextlib.contextmanager

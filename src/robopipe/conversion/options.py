@@ -25,7 +25,23 @@ class ConversionOptions:
         video_file_size_in_mb: the same for each camera's video files, MiB on disk (lerobot
             default 200).
         chunks_size: files per ``chunk-XXX`` directory (lerobot's ``DEFAULT_CHUNK_SIZE``, 1000).
-        episodes_per_shard: most episodes in one shard job (robopipe's unit of parallelism).
+        shard_size_in_mb: the work a shard job (robopipe's unit of parallelism for rows) aims
+            at, in MiB: its episodes' source parquets, uncompressed (the measure of
+            ``data_file_size_in_mb``), plus 0.05 MiB per episode for the per-file cost
+            (:func:`robopipe.conversion.plan.make_shards`). Bytes, not frames: a shard job
+            reads, checks and rewrites parquet rows, whose width varies 10x between datasets,
+            and holds them in memory, so bytes track both its time and its memory; it does
+            not read the mp4s (the aggregate_video jobs do). Default 200: about 2 s of work
+            (9 ms per MiB, 0.5 ms per episode, measured) against about 1 s of process start-up,
+            imports and plan loading, so no job is mostly start-up (20,000 episodes of 4 KB make
+            6 shards of 2 s, where 250 episodes per shard made 80 jobs of 0.2 s work); and twice
+            the default data file, so with default data files a shard is a whole data file
+            (shards never straddle one) and a big dataset still spreads over one shard job per
+            100 MiB data file. Lower it for the ``compute_missing_stats`` repair, whose shards
+            also decode video.
+        episodes_per_shard: most episodes in one shard job, an upper bound on top of
+            ``shard_size_in_mb`` (default 10,000: above the 4,000 episodes the default target
+            allows, so the target decides; a small value gives small shards for tests).
         skip_episodes: source episode indices left out; the kept episodes are renumbered
             ``0..N-1`` in source order (v3.0 requires contiguous episode indices).
         restamp_timestamps: rewrite ``timestamp`` as ``frame_index / fps``, seconds.
@@ -41,7 +57,8 @@ class ConversionOptions:
     data_file_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB
     video_file_size_in_mb: float = DEFAULT_VIDEO_FILE_SIZE_IN_MB
     chunks_size: int = DEFAULT_CHUNK_SIZE
-    episodes_per_shard: int = 250
+    shard_size_in_mb: float = 200.0
+    episodes_per_shard: int = 10_000
     skip_episodes: tuple[int, ...] = ()
     restamp_timestamps: bool = False
     tolerance_s: float = DEFAULT_TOLERANCE_S
@@ -54,6 +71,8 @@ class ConversionOptions:
     def __post_init__(self) -> None:
         if self.episodes_per_shard < 1:
             raise ValueError(f"episodes_per_shard must be >= 1, got {self.episodes_per_shard}")
+        if not self.shard_size_in_mb > 0:
+            raise ValueError(f"shard_size_in_mb must be > 0, got {self.shard_size_in_mb}")
         if self.validate_frames not in ("sample", "all"):
             raise ValueError(
                 f"validate_frames must be 'sample' or 'all', not {self.validate_frames!r}"
