@@ -13,7 +13,7 @@ Prints the wall time and the jobs per rule. With ``--slurm``, the dry run uses t
 (``--executor slurm --workflow-profile profiles/slurm``) and also prints how many
 ``sbatch`` calls the run would make: one per group job, one per job outside a group. Usage::
 
-    python tools/plan_dry_run.py [--episodes 30000] [--cameras 3] [--episodes-per-shard 100]
+    python tools/plan_dry_run.py [--episodes 30000] [--cameras 3] [--episodes-per-shard N]
         [--video-mb X] [--target convert] [--slurm] [--work DIR]
 """
 
@@ -94,12 +94,13 @@ def make_big_dataset(
 
 
 def time_dry_run(
-    source: Path, work: Path, *, episodes_per_shard: int, target: str, slurm: bool = False
+    source: Path, work: Path, *, episodes_per_shard: int | None, target: str, slurm: bool = False
 ) -> dict:
     """Run and time ``snakemake -n`` on ``source``; returns wall seconds, jobs per rule and,
     with ``slurm``, the ``sbatch`` calls of the SLURM profile (group jobs + ungrouped jobs)."""
     config = work / "config.yaml"
-    conversion = {"episodes_per_shard": episodes_per_shard}
+    # None: the conversion defaults (shards sized by work, robopipe.conversion.options)
+    conversion = {} if episodes_per_shard is None else {"episodes_per_shard": episodes_per_shard}
     config.write_text(
         yaml.safe_dump({"datasets": {"big": {"path": str(source), "conversion": conversion}}})
     )
@@ -153,7 +154,7 @@ def main() -> None:
     parser.add_argument("--episodes", type=int, default=30_000)
     parser.add_argument("--cameras", type=int, default=3)
     parser.add_argument("--lengths", type=int, default=8, help="seed episodes (length classes)")
-    parser.add_argument("--episodes-per-shard", type=int, default=100)
+    parser.add_argument("--episodes-per-shard", type=int, default=None, help="default: work")
     parser.add_argument("--video-mb", type=float, default=None, help="sparse mp4s of this size")
     parser.add_argument("--target", default="convert")
     parser.add_argument("--slurm", action="store_true", help="count sbatch calls (SLURM profile)")
