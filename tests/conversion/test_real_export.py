@@ -14,7 +14,6 @@ import shutil
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -23,42 +22,17 @@ from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.repairs import DEFAULT_FEATURE_SPECS, REPAIRS
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
+from robopipe.layout import DEFAULT_FEATURES
 
-VECTORS = ("observation.state", "action")
-DEFAULTS = list(DEFAULT_FEATURE_SPECS)
+DEFAULTS = list(DEFAULT_FEATURES)
 ALL_REPAIRS = {"restamp_timestamps": True, **dict.fromkeys(REPAIRS, True)}
-
-
-def _real_export(root, *, extra_column: str | None = None) -> None:
-    """Make the v2.1 dataset at ``root`` look like the real export."""
-    info = json.loads((root / "meta/info.json").read_text())
-    for path in sorted(root.glob("data/*/*.parquet")):
-        table = pq.read_table(path).drop_columns(["index", "task_index"])
-        for name in VECTORS:
-            column = table.column(name).combine_chunks()
-            wide = pa.FixedSizeListArray.from_arrays(
-                pc.cast(column.flatten(), pa.float64()), column.type.list_size
-            )
-            table = table.set_column(table.schema.get_field_index(name), name, wide)
-        stamps = table.column("timestamp").to_numpy() * 1.01 + 0.25  # wall-clock drift
-        at = table.schema.get_field_index("timestamp")
-        table = table.set_column(at, "timestamp", pa.array(stamps, pa.float32()))
-        if extra_column:
-            table = table.append_column(extra_column, pa.array(np.zeros(table.num_rows)))
-        pq.write_table(table.replace_schema_metadata(None), path)
-    info["data_path"] = info["data_path"].replace("{episode_chunk", "{chunk_index")
-    info["video_path"] = (
-        info["video_path"].replace("{episode_chunk", "{chunk_index").replace("video_key", "camera")
-    )
-    info["features"] = {k: v for k, v in info["features"].items() if k not in DEFAULTS}
-    (root / "meta/info.json").write_text(json.dumps(info, indent=4))
-    (root / "meta/episodes_stats.jsonl").unlink()
+REAL_EXPORT = {"wall_clock": True, "own_features_only": True}
 
 
 @pytest.fixture
-def export(demo_small, tmp_path):
+def export(demo_small, tmp_path, non_standard_export):
     root = shutil.copytree(demo_small, tmp_path / "src")
-    _real_export(root)
+    non_standard_export(root, **REAL_EXPORT)
     return root
 
 
@@ -99,9 +73,11 @@ def test_the_real_export_converts_to_what_lerobot_loads(export, demo_small, tmp_
     assert problems == []
 
 
-def test_an_undeclared_data_column_is_one_line_naming_the_fix(demo_small, tmp_path):
+def test_an_undeclared_data_column_is_one_line_naming_the_fix(
+    demo_small, tmp_path, non_standard_export
+):
     root = shutil.copytree(demo_small, tmp_path / "src")
-    _real_export(root, extra_column="next.reward")
+    non_standard_export(root, **REAL_EXPORT, extra_column="next.reward")
     with pytest.raises(DatasetError) as caught:
         convert_dataset(root, tmp_path / "v3.0", name="export", **ALL_REPAIRS)
     message = str(caught.value)

@@ -20,35 +20,15 @@ from robopipe.conversion.repairs import REPAIRS
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
 
-VECTORS = ("observation.state", "action")
-
-
-def _non_standard_export(root) -> None:
-    """What real exports do: other placeholder names, no stats, no index columns, float64."""
-    info = json.loads((root / "meta/info.json").read_text())
-    for path in sorted(root.glob("data/*/*.parquet")):
-        table = pq.read_table(path).drop_columns(["index", "task_index"])
-        for name in VECTORS:
-            column = table.column(name).combine_chunks()
-            wide = pa.FixedSizeListArray.from_arrays(
-                pc.cast(column.flatten(), pa.float64()), column.type.list_size
-            )
-            table = table.set_column(table.schema.get_field_index(name), name, wide)
-        pq.write_table(table.replace_schema_metadata(None), path)
-    info["data_path"] = info["data_path"].replace("{episode_chunk", "{chunk_index")
-    info["video_path"] = (
-        info["video_path"].replace("{episode_chunk", "{chunk_index").replace("video_key", "camera")
-    )
-    (root / "meta/info.json").write_text(json.dumps(info, indent=4))
-    (root / "meta/episodes_stats.jsonl").unlink()
+VECTORS = ("observation.state", "action")  # the vectors the export makes float64
 
 
 def _reason(report) -> str:
     return "\n".join(p.message for p in report.problems)
 
 
-def test_each_problem_names_its_repair(small_source):
-    _non_standard_export(small_source)
+def test_each_problem_names_its_repair(small_source, non_standard_export):
+    non_standard_export(small_source)
     first = check_source(small_source, "export", ConversionOptions(restamp_timestamps=True))
     assert {p.kind for p in first.problems} == {"template"}
     assert "`template_placeholders: true`" in _reason(first)
@@ -69,11 +49,13 @@ def test_each_problem_names_its_repair(small_source):
     assert repaired.to_json()["repairs"] == dict.fromkeys(REPAIRS, True)
 
 
-def test_repairs_convert_a_non_standard_export(small_source, request, tmp_path, tool):
+def test_repairs_convert_a_non_standard_export(
+    small_source, request, tmp_path, tool, non_standard_export
+):
     original = request.getfixturevalue(
         "cr5_small" if "cr5" in request.node.callspec.id else "demo_small"
     )
-    _non_standard_export(small_source)
+    non_standard_export(small_source)
     out = tmp_path / "v3.0"
     options = {"restamp_timestamps": True, **dict.fromkeys(REPAIRS, True)}
     plan = convert_dataset(small_source, out, name="export", **options)  # validated
