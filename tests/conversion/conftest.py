@@ -76,6 +76,22 @@ def non_standard_export():
 
 
 @pytest.fixture(scope="session")
+def lerobot_loads():
+    """``lerobot_loads(converted, source, work)``: lerobot 0.6.1's LeRobotDataset serves 10
+    sampled items of ``converted`` equal to the v2.1 ``source``'s (tools/lerobot_compat.py),
+    or the test is skipped where lerobot's environment is missing."""
+    lerobot = load_tool("lerobot_compat")
+
+    def check(converted: Path, source: Path, work: Path) -> None:
+        if not lerobot.LEROBOT_PYTHON.exists():
+            pytest.skip("lerobot 0.6.1 env missing (run tools/lerobot_env.sh)")
+        indices = lerobot.sample_indices(converted, 10, seed=0)
+        assert lerobot.check_loader(converted, source, indices, work / "hf", work) == []
+
+    return check
+
+
+@pytest.fixture(scope="session")
 def tool():
     """``tool(name)``: a developer tool of ``tools/`` imported as a module."""
     return load_tool

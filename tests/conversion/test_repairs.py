@@ -50,7 +50,7 @@ def test_each_problem_names_its_repair(small_source, non_standard_export):
 
 
 def test_repairs_convert_a_non_standard_export(
-    small_source, request, tmp_path, tool, non_standard_export
+    small_source, request, tmp_path, lerobot_loads, non_standard_export
 ):
     original = request.getfixturevalue(
         "cr5_small" if "cr5" in request.node.callspec.id else "demo_small"
@@ -79,12 +79,7 @@ def test_repairs_convert_a_non_standard_export(
         assert np.asarray(stats[key]["mean"]).shape == (3, 1, 1)
         assert 0 < np.asarray(stats[key]["mean"]).min() < 1
 
-    lerobot = tool("lerobot_compat")
-    if not lerobot.LEROBOT_PYTHON.exists():
-        pytest.skip("lerobot 0.6.1 env missing (run tools/lerobot_env.sh)")
-    indices = lerobot.sample_indices(out, 10, seed=0)
-    problems = lerobot.check_loader(out, original, indices, tmp_path / "hf", tmp_path)
-    assert problems == []
+    lerobot_loads(out, original, tmp_path)
 
 
 def plan_features(root) -> dict:
