@@ -118,3 +118,42 @@ def test_latency_needs_an_endpoint_on_this_machine(v30):
     )
     with pytest.raises(ValueError, match="latency_ms needs the http source on a plain http://"):
         run_scenario("tiny", v30, "robopipe_map_http_single_cpu_w0_n1", settings)
+
+
+@pytest.fixture
+def quiet_hf(monkeypatch, tmp_path):
+    """huggingface_hub contacting no host but the stand-in (as tests/hub's ``hf_client``)."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf_home" / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
+
+
+@pytest.mark.parametrize("latency_ms", [0, 40])
+def test_the_hub_stand_in_is_reached_through_the_proxy(v30, quiet_hf, latency_ms):
+    from hub_standin import serve_hub
+
+    with serve_hub({"local/tiny": {"v3.0": v30}}) as hub:
+        settings = Settings(
+            **{
+                **QUICK.__dict__,
+                "latency_ms": latency_ms,
+                "sources": {"hf": hub.url("local/tiny", "v3.0")},
+                "storage_options": {"hf": {"endpoint": hub.endpoint}},
+            }
+        )
+        scenario = parse_scenario("robopipe_map_hf_single_cpu_w0_n1")
+        path = "meta/info.json"
+        with source_url(scenario, "tiny", v30, settings) as (url, options, traffic):
+            assert options["endpoint"] != hub.endpoint  # the proxy's
+            fs, root = fsspec.core.url_to_fs(url, **options)
+            start = time.perf_counter()
+            assert fs.cat_file(f"{root}/{path}") == (v30 / path).read_bytes()
+            took = time.perf_counter() - start
+            totals = traffic.totals()
+        assert totals["requests"] >= 1 and totals["bytes_fetched"] >= (v30 / path).stat().st_size
+        assert took >= 0.035 if latency_ms else True
+        result = run_scenario("tiny", v30, scenario.name, settings)
+    jsonschema.validate(result, scenario_schema())
+    assert result["network_latency_ms"] == latency_ms and result["bytes_fetched"] >= 0
