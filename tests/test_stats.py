@@ -11,6 +11,7 @@ import pytest
 
 from robopipe.layout import V21_DATA_PATH, V21_EPISODES_STATS_PATH, V21_INFO_PATH, V21_VIDEO_PATH
 from robopipe.stats import (
+    StatsAggregator,
     aggregate_stats,
     auto_downsample_height_width,
     compute_episode_stats,
@@ -180,3 +181,29 @@ def test_image_stats_keep_their_shape_and_counts_weigh_the_mean():
     np.testing.assert_allclose(stats["mean"], 0.5)
     np.testing.assert_allclose(stats["std"], np.sqrt(0.75 * 0.1**2 + 0.25 * 0.3**2))
     assert stats["count"] == [400]
+
+
+def test_aggregator_gives_aggregate_stats_to_the_bit():
+    rng = np.random.default_rng(3)
+    episodes = []
+    for i in range(300):
+        state = {k: rng.normal(size=4).tolist() for k in ("min", "max", "mean", "std")}
+        state["count"] = [int(rng.integers(1, 500))]
+        scalar = {"min": [i], "max": [i + 0.5], "mean": [rng.normal()], "std": [rng.random()]}
+        scalar["count"] = [int(rng.integers(1, 500))]
+        if i % 7:  # a quantile most episodes have: dropped
+            scalar["q01"] = [rng.normal()]
+        image = {k: rng.random((3, 1, 1)).tolist() for k in ("min", "max", "mean", "std")}
+        image["count"] = [100]
+        image["q50"] = rng.random((3, 1, 1)).tolist()  # every episode has it: kept
+        ep = {"observation.state": state, "timestamp": scalar, "cam": image}
+        if i % 3 == 0:
+            ep.pop("cam")  # a feature only some episodes have
+        episodes.append(ep)
+    aggregator = StatsAggregator(capacity=16)  # grows
+    for ep in episodes:
+        aggregator.add(ep)
+    got, want = aggregator.result(), aggregate_stats(episodes)
+    assert json.dumps(got) == json.dumps(want)
+    assert list(got) == ["observation.state", "timestamp", "cam"]
+    assert "q01" not in got["timestamp"] and "q50" in got["cam"]

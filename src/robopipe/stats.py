@@ -272,3 +272,90 @@ def aggregate_stats(episodes_stats: list[dict[str, dict]]) -> dict[str, dict[str
         )
         for feature in features
     }
+
+
+class StatsAggregator:
+    """:func:`aggregate_stats` over episodes given one at a time, holding compact arrays.
+
+    Each episode's stats are copied into preallocated float64 (``mean``, ``std``², quantiles)
+    and numpy (``min``, ``max``, ``count``) arrays, one row per episode, instead of being kept
+    as nested lists: a few bytes per number, not a Python object each. :meth:`result` then
+    runs :func:`aggregate_feature_stats`' exact arithmetic on those arrays, so it returns what
+    :func:`aggregate_stats` returns for the same episodes, to the bit (the parallel-variance
+    formula needs the dataset's mean, so the per-episode means are kept until the end).
+
+    Args:
+        capacity: the expected number of episodes (the arrays grow past it when needed).
+    """
+
+    def __init__(self, capacity: int = 1024) -> None:
+        self._capacity = max(1, capacity)
+        # feature -> {"n": episodes that have it, "arrays": stat -> (capacity, *shape) array,
+        # "quantiles": {qNN: episodes that have it} in the first episode's order}
+        self._features: dict[str, dict] = {}
+
+    def add(self, episode_stats: Mapping[str, Mapping]) -> None:
+        """Add one episode's ``{feature: {stat: array-like}}``."""
+        for feature, stats in episode_stats.items():
+            entry = self._features.get(feature)
+            if entry is None:
+                quantiles = {k: 0 for k in stats if k.startswith("q")}
+                entry = self._features[feature] = {"n": 0, "arrays": {}, "quantiles": quantiles}
+            row = entry["n"]
+            values = {
+                "mean": np.asarray(stats["mean"], dtype=np.float64),
+                "var": np.asarray(stats["std"], dtype=np.float64) ** 2,
+                "count": np.asarray(stats["count"]),
+                "min": np.asarray(stats["min"]),
+                "max": np.asarray(stats["max"]),
+            }
+            for key in entry["quantiles"]:
+                if key in stats:
+                    values[key] = np.asarray(stats[key], dtype=np.float64)
+                    entry["quantiles"][key] += 1
+            for key, value in values.items():
+                self._store(entry["arrays"], key, row, value)
+            entry["n"] = row + 1
+
+    def _store(self, arrays: dict, key: str, row: int, value: np.ndarray) -> None:
+        array = arrays.get(key)
+        if array is None:
+            array = arrays[key] = np.zeros((self._capacity, *value.shape), value.dtype)
+        if array.shape[1:] != value.shape:
+            raise ValueError(f"stats of shape {value.shape} among stats of shape {array.shape[1:]}")
+        dtype = np.result_type(array.dtype, value.dtype)
+        if row >= len(array) or dtype != array.dtype:
+            grown = np.zeros((max(len(array), 2 * row + 1), *value.shape), dtype)
+            grown[: len(array)] = array
+            array = arrays[key] = grown
+        array[row] = value
+
+    def result(self) -> dict[str, dict[str, list]]:
+        """The dataset stats, as :func:`aggregate_stats` gives them."""
+        return {
+            feature: _to_lists(self._aggregate(entry)) for feature, entry in self._features.items()
+        }
+
+    @staticmethod
+    def _aggregate(entry: dict) -> dict[str, np.ndarray]:
+        # aggregate_feature_stats' arithmetic, on the stacked arrays
+        n = entry["n"]
+        arrays = {key: array[:n] for key, array in entry["arrays"].items()}
+        means, variances, counts = arrays["mean"], arrays["var"], arrays["count"]
+        total_count = counts.sum(axis=0)
+        weights = counts.astype(np.float64)
+        while weights.ndim < means.ndim:
+            weights = np.expand_dims(weights, axis=-1)
+        mean = (means * weights).sum(axis=0) / total_count
+        variance = ((variances + (means - mean) ** 2) * weights).sum(axis=0) / total_count
+        result = {
+            "min": np.min(arrays["min"], axis=0),
+            "max": np.max(arrays["max"], axis=0),
+            "mean": mean,
+            "std": np.sqrt(variance),
+            "count": total_count,
+        }
+        for key, have in entry["quantiles"].items():
+            if have == n:
+                result[key] = (arrays[key] * weights).sum(axis=0) / total_count
+        return result

@@ -10,14 +10,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from robopipe.conversion.aggregate import aggregate_video
-from robopipe.conversion.meta import write_episodes
+from robopipe.conversion.meta import _SourceStats, _tables, write_episodes
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import make_plan
 from robopipe.conversion.serial import convert_dataset
 from robopipe.conversion.validate import validate, validate_data_file, validate_video_file
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
-from robopipe.layout import data_path, video_path
+from robopipe.layout import V21_EPISODES_STATS_PATH, data_path, video_path
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +165,39 @@ def test_large_episodes_metadata_rolls_over_into_several_files(tmp_path):
         chunk, file = int(f.parent.name[-3:]), int(f.stem[-3:])
         assert set(t.column("meta/episodes/chunk_index").to_pylist()) == {chunk}
         assert set(t.column("meta/episodes/file_index").to_pylist()) == {file}
+
+
+def test_episodes_metadata_from_small_tables_is_the_same_file(tmp_path):
+    rows = [
+        {"episode_index": i, "tasks": [f"t{i % 3}"], "stats/x/min": [i, i + 1], "n": None}
+        for i in range(40)
+    ]
+    rows[30]["n"] = 2.5  # a column whose type only later rows decide
+    rows[31]["extra"] = 1  # a column the first row lacks: not written, as from_pylist does
+    write_episodes(rows, tmp_path / "whole", chunks_size=10)
+    write_episodes(_tables(iter(rows), 8), tmp_path / "tables", chunks_size=10)
+    path = "episodes/chunk-000/file-000.parquet"
+    assert (tmp_path / "whole" / path).read_bytes() == (tmp_path / "tables" / path).read_bytes()
+
+
+def test_source_stats_are_read_one_line_at_a_time(make_v21, tmp_path):
+    source_dir = tmp_path / "v21"
+    shutil.copytree(make_v21(episodes=3, min_length=5, max_length=5), source_dir)
+    path = source_dir / V21_EPISODES_STATS_PATH
+    lines = path.read_text().splitlines()
+    entry = json.loads(lines[0])
+    entry["stats"] = {"x": {"min": [7]}}
+    # out of order, a blank line, and episode 0 listed twice: the last line counts
+    path.write_text("\n".join([lines[2], "", lines[0], lines[1], json.dumps(entry)]) + "\n")
+    source = load_source(source_dir, "demo")
+    found = _SourceStats(source)
+    try:
+        assert found.get(0) == {"x": {"min": [7]}}
+        assert found.get(2) == json.loads(lines[2])["stats"]
+        assert found.get(1) == source.available_stats[1]
+        assert found.get(5) is None
+    finally:
+        found.close()
 
 
 def _staged_video(make_v21, tmp_path):

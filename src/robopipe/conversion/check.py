@@ -64,6 +64,9 @@ CHECK_VERSION = 1
 # Files a v2.1 folder may hold besides the dataset (Hub repositories carry these).
 KNOWN_EXTRA_FILES = ("README.md", ".gitattributes")
 
+# Episodes given to the thread pool at once.
+EPISODES_PER_BATCH = 256
+
 
 @dataclass(frozen=True)
 class Problem:
@@ -189,12 +192,14 @@ def check_source(
     if source is not None:
         skip = set(options.skip_episodes)
         checker = _EpisodeChecker(source, options)
+        indices = [e["episode_index"] for e in source.episodes]
         with ThreadPoolExecutor(max(1, threads)) as pool:
-            indices = [e["episode_index"] for e in source.episodes]
-            results = list(pool.map(checker.check, indices))
-        for problems, files in results:
-            report.problems += problems
-            report.files.update(files)
+            # a batch at a time: the pool holds a future per episode it is given
+            for start in range(0, len(indices), EPISODES_PER_BATCH):
+                batch = indices[start : start + EPISODES_PER_BATCH]
+                for problems, files in pool.map(checker.check, batch):
+                    report.problems += problems
+                    report.files.update(files)
         report.problems += checker.consistency_problems()
         # what is wrong with a skipped episode is only worth a note
         for problem in [p for p in report.problems if p.episode in skip]:
@@ -293,7 +298,7 @@ def _check_metadata(root: Path, name: str, report: CheckReport):
 
 def _check_stats(source: V21Source, repair: bool, problems: list[Problem]) -> None:
     try:
-        have = source.available_stats
+        have = _stats_episodes(source)
     except DatasetError as exc:
         problems.append(Problem("stats", exc.reason, file=V21_EPISODES_STATS_PATH))
         return
@@ -310,6 +315,34 @@ def _check_stats(source: V21Source, repair: bool, problems: list[Problem]) -> No
                 "stats", f"no stats for this episode; {STATS_FIX}", episode, V21_EPISODES_STATS_PATH
             )
         )
+
+
+def _stats_episodes(source: V21Source) -> set[int]:
+    """The episodes ``episodes_stats.jsonl`` has stats for (none when the file is missing),
+    read a line at a time: the stats themselves are not kept.
+
+    Raises:
+        DatasetError: a line is not valid JSON (as :func:`read_jsonl` names it).
+    """
+    path = source.root / V21_EPISODES_STATS_PATH
+    if not path.is_file():
+        return set()
+    have = set()
+    with open(path, "rb") as lines:
+        for number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                raise DatasetError(
+                    source.name,
+                    f"line {number} is not valid JSON: {exc}",
+                    file=V21_EPISODES_STATS_PATH,
+                ) from None
+            if "stats" in entry:
+                have.add(entry.get("episode_index"))
+    return have
 
 
 class _EpisodeChecker:

@@ -9,15 +9,19 @@ difference: episodes metadata larger than 100 MB rolls over into several
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable, Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.conversion.repairs import with_default_features
+from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import STATS_FIX, V21Source
 from robopipe.layout import (
     DATA_PATH,
@@ -31,7 +35,7 @@ from robopipe.layout import (
     episodes_path,
     next_chunk_file,
 )
-from robopipe.stats import aggregate_stats, restamped_timestamp_stats
+from robopipe.stats import StatsAggregator, restamped_timestamp_stats
 
 # lerobot 0.6.1 writes one episodes file, and refuses one whose table exceeds this
 # (io_utils.py:190-208, DEFAULT_DATA_FILE_SIZE_IN_MB, not the converter's argument).
@@ -94,22 +98,82 @@ def write_meta(
         path = Path(shard_dir) / SHARD_STATS
         if path.is_file():
             computed.update(json.loads(path.read_text("utf-8")))
-    stats = [
-        episode_stats(
+    found = _SourceStats(source)
+    aggregator = StatsAggregator(len(plan.episodes))
+
+    def stats_of(ep: PlannedEpisode) -> dict:
+        entry = found.get(ep.source_episode_index)
+        if entry is None:
+            entry = computed.get(str(ep.source_episode_index))
+        stats = episode_stats(
             source,
             ep,
             restamp_timestamps=restamp_timestamps,
-            computed=computed.get(str(ep.source_episode_index)),
             timestamp_dtype=features["timestamp"]["dtype"],
+            found=entry,
         )
-        for ep in plan.episodes
-    ]
-    rows = episode_rows(source, plan, durations, time_bases, stats)
-    write_episodes(rows, meta_dir, plan.options.chunks_size)
+        aggregator.add(stats)
+        return stats
+
+    try:
+        tables = episode_tables(source, plan, durations, time_bases, stats_of)
+        write_episodes(tables, meta_dir, plan.options.chunks_size)
+    finally:
+        found.close()
     write_tasks(source.tasks, meta_dir / _in_meta(TASKS_PATH))
-    write_json(meta_dir / _in_meta(STATS_PATH), aggregate_stats(stats))
+    write_json(meta_dir / _in_meta(STATS_PATH), aggregator.result())
     info = {**source.info, "features": features}
     write_json(meta_dir / _in_meta(INFO_PATH), convert_info(info, plan))
+
+
+class _SourceStats:
+    """``episodes_stats.jsonl``'s entries read one at a time: the file is scanned once for
+    where each episode's line starts (the last line of an episode listed twice, as
+    :attr:`V21Source.available_stats` keeps it), then each line is read when asked for."""
+
+    def __init__(self, source: V21Source) -> None:
+        self.source = source
+        self.path = source.root / V21_EPISODES_STATS_PATH
+        # by episode index: where its line starts (-1: none), and the line's number
+        self.offsets = np.full(len(source.episodes), -1, np.int64)
+        self.numbers = np.zeros(len(source.episodes), np.int64)
+        self.file = None
+        if not self.path.is_file():
+            return
+        self.file = open(self.path, "rb")  # noqa: SIM115 (closed by close())
+        offset = 0
+        for number, line in enumerate(self.file, start=1):
+            if line.strip():
+                match = _EPISODE_INDEX.match(line)
+                index = int(match[1]) if match else self._parse(line, number)["episode_index"]
+                if isinstance(index, int) and 0 <= index < len(self.offsets):
+                    self.offsets[index], self.numbers[index] = offset, number
+            offset += len(line)
+
+    def get(self, episode: int) -> dict | None:
+        """The episode's ``stats`` entry, or None when the file has none."""
+        if not 0 <= episode < len(self.offsets) or self.offsets[episode] < 0:
+            return None
+        self.file.seek(int(self.offsets[episode]))
+        return self._parse(self.file.readline(), int(self.numbers[episode]))["stats"]
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+
+    def _parse(self, line: bytes, number: int) -> dict:
+        try:
+            return json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DatasetError(
+                self.source.name,
+                f"line {number} is not valid JSON: {exc}",
+                file=V21_EPISODES_STATS_PATH,
+            ) from None
+
+
+# the usual start of an episodes_stats.jsonl line (others are parsed whole)
+_EPISODE_INDEX = re.compile(rb'\s*\{\s*"episode_index"\s*:\s*(\d+)\s*,')
 
 
 def _source_schema(source: V21Source, plan: Plan) -> pa.Schema:
@@ -167,19 +231,22 @@ def episode_stats(
     restamp_timestamps: bool,
     computed: dict | None = None,
     timestamp_dtype: str = "float32",
+    found: dict | None = None,
 ) -> dict:
     """An output episode's stats: its ``episodes_stats.jsonl`` entry (else ``computed``, by
     the ``compute_missing_stats`` repair), with the ``timestamp`` stats of
     ``frame_index / fps`` in ``timestamp_dtype``, the column's
     (:func:`robopipe.stats.restamped_timestamp_stats`) when timestamps were restamped, also
     where the source's stats have no ``timestamp`` (an export whose info.json did not
-    declare it).
+    declare it). ``found``: the episode's ``episodes_stats.jsonl`` entry where the caller
+    read it (else it is looked up in :attr:`V21Source.available_stats`).
 
     Raises:
         DatasetError: the episode has no stats (the message names the repair).
     """
     src_index = ep.source_episode_index
-    found = source.available_stats.get(src_index, computed)
+    if found is None:  # not read by the caller
+        found = source.available_stats.get(src_index, computed)
     if found is None:
         raise source.error(
             f"no stats for this episode; {STATS_FIX}",
@@ -197,18 +264,19 @@ def episode_rows(
     plan: Plan,
     durations: dict[str, list[int]],
     time_bases: dict[str, Fraction],
-    stats: list[dict],
-) -> list[dict]:
-    """One v3.0 episodes-metadata row per output episode, columns in lerobot's order.
+    stats: list[dict] | Callable[[PlannedEpisode], dict],
+) -> Iterator[dict]:
+    """One v3.0 episodes-metadata row per output episode, columns in lerobot's order, made
+    one at a time.
 
     ``durations[video_key][i]`` is episode ``i``'s stream duration in ticks of
     ``time_bases[video_key]`` seconds (columns of each camera grouped); ``from_timestamp``
     is the sum of the earlier episodes' durations in the same file (lerobot 0.6.1,
     ``convert_videos_of_camera``, :313-381), ``to_timestamp = from + duration``, seconds.
-    Stats columns are ``stats/{feature}/{stat}`` from ``stats[i]`` (:func:`episode_stats`).
+    Stats columns are ``stats/{feature}/{stat}`` from ``stats[i]`` (:func:`episode_stats`),
+    or from ``stats(episode)`` where ``stats`` is a function.
     """
     offsets = {key: (None, 0) for key in plan.video_keys}
-    rows = []
     for ep in plan.episodes:
         legacy = source.episodes[ep.source_episode_index]
         row = {
@@ -224,22 +292,65 @@ def episode_rows(
             current_file, start = offsets[key]
             if current_file != ep.videos[key]:
                 start = 0
-            end = start + durations[key][ep.episode_index]
+            end = start + int(durations[key][ep.episode_index])
             row[f"videos/{key}/from_timestamp"] = float(start * time_bases[key])
             row[f"videos/{key}/to_timestamp"] = float(end * time_bases[key])
             offsets[key] = (ep.videos[key], end)
         for column, value in legacy.items():
             if column != "episode_index":
                 row[column] = value
-        for feature, feature_stats in stats[ep.episode_index].items():
+        episode = stats(ep) if callable(stats) else stats[ep.episode_index]
+        for feature, feature_stats in episode.items():
             for stat, value in feature_stats.items():
                 row[f"stats/{feature}/{stat}"] = value
-        rows.append(row)
-    return rows
+        yield row
+
+
+# Rows per Arrow table built from Python rows (about 10 KB each with images' stats): the
+# tables are written as one, and the parquet bytes are those of one table of every row.
+ROWS_PER_TABLE = 256
+
+
+def episode_tables(
+    source: V21Source,
+    plan: Plan,
+    durations: dict[str, list[int]],
+    time_bases: dict[str, Fraction],
+    stats: list[dict] | Callable[[PlannedEpisode], dict],
+    rows_per_table: int = ROWS_PER_TABLE,
+) -> Iterator[pa.Table]:
+    """:func:`episode_rows` as Arrow tables of ``rows_per_table`` rows each, so that the Python
+    rows of only one table are held at a time."""
+    yield from _tables(episode_rows(source, plan, durations, time_bases, stats), rows_per_table)
+
+
+def _tables(rows: Iterable[dict], rows_per_table: int) -> Iterator[pa.Table]:
+    """``rows`` as tables of ``rows_per_table`` rows with the columns of the first row, as
+    :meth:`pyarrow.Table.from_pylist` names them (a row without a column gives a null)."""
+    names, batch = None, []
+    for row in rows:
+        if names is None:
+            names = list(row)
+        batch.append(row)
+        if len(batch) == rows_per_table:
+            yield pa.Table.from_pydict({n: [r.get(n) for r in batch] for n in names})
+            batch = []
+    if batch:
+        yield pa.Table.from_pydict({n: [r.get(n) for r in batch] for n in names})
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """The tables as one, with the types :meth:`pyarrow.Table.from_pylist` infers from all the
+    rows: where the tables' inferred types differ, the columns are inferred again whole."""
+    if all(t.schema == tables[0].schema for t in tables):
+        return pa.concat_tables(tables)
+    return pa.Table.from_pydict(
+        {n: [v for t in tables for v in t.column(n).to_pylist()] for n in tables[0].column_names}
+    )
 
 
 def write_episodes(
-    rows: list[dict],
+    rows: list[dict] | Iterable[pa.Table],
     meta_dir: Path,
     chunks_size: int,
     file_size_in_mb: float = EPISODES_FILE_SIZE_IN_MB,
@@ -248,15 +359,25 @@ def write_episodes(
     holds at most ``file_size_in_mb`` (100) in memory; beyond that (where lerobot raises
     ``NotImplementedError``, ``io_utils.py:190-208``) several files of at most that size.
 
+    ``rows``: the rows (dicts), or tables of them (:func:`episode_tables`), which are held as
+    Arrow columns, not Python objects.
+
     The last two columns, ``meta/episodes/chunk_index`` and ``meta/episodes/file_index``, say
     which file holds each row. Row ``i`` is episode ``i`` across the files in sorted order.
     """
-    table = pa.Table.from_pylist(rows)
-    per_file = len(rows)
+    if isinstance(rows, list) and (not rows or isinstance(rows[0], dict)):
+        tables = [pa.Table.from_pylist(rows)] if rows else []
+    else:
+        tables = list(rows)
+    if not tables:
+        return
+    table = _concat(tables)
+    del tables
+    per_file = table.num_rows
     if table.nbytes / 2**20 > file_size_in_mb:
-        per_file = max(1, int(file_size_in_mb * 2**20 * len(rows) / table.nbytes))
+        per_file = max(1, int(file_size_in_mb * 2**20 * table.num_rows / table.nbytes))
     chunk, file = 0, 0
-    for start in range(0, len(rows), per_file):
+    for start in range(0, table.num_rows, per_file):
         part = table.slice(start, per_file)
         n = part.num_rows
         part = part.append_column("meta/episodes/chunk_index", pa.array([chunk] * n, pa.int64()))
@@ -280,8 +401,8 @@ def write_tasks(tasks: list[str], path: Path) -> None:
 
 def _video_durations(
     plan: Plan, video_episodes: list[Path]
-) -> tuple[dict[str, list[int]], dict[str, Fraction]]:
-    durations = {key: [0] * len(plan.episodes) for key in plan.video_keys}
+) -> tuple[dict[str, np.ndarray], dict[str, Fraction]]:
+    durations = {key: np.zeros(len(plan.episodes), np.int64) for key in plan.video_keys}
     time_bases = {}
     for path in video_episodes:
         landed = json.loads(Path(path).read_text("utf-8"))
