@@ -232,9 +232,19 @@ def aggregate_feature_stats(stats: list[dict]) -> dict[str, np.ndarray]:
         The same keys as numpy arrays of the same shapes (float64 for mean/std/quantiles;
         min/max in numpy's dtype of the inputs; ``count`` integer).
     """
-    means = np.stack([np.asarray(s["mean"], dtype=np.float64) for s in stats])
-    variances = np.stack([np.asarray(s["std"], dtype=np.float64) ** 2 for s in stats])
-    counts = np.stack([np.asarray(s["count"]) for s in stats])
+    quantiles = [k for k in stats[0] if k.startswith("q") and all(k in s for s in stats)]
+    return _aggregate_arrays(
+        np.stack([np.asarray(s["mean"], dtype=np.float64) for s in stats]),
+        np.stack([np.asarray(s["std"], dtype=np.float64) ** 2 for s in stats]),
+        np.stack([np.asarray(s["count"]) for s in stats]),
+        np.stack([np.asarray(s["min"]) for s in stats]),
+        np.stack([np.asarray(s["max"]) for s in stats]),
+        {k: np.stack([np.asarray(s[k], dtype=np.float64) for s in stats]) for k in quantiles},
+    )
+
+
+def _aggregate_arrays(means, variances, counts, mins, maxs, quantiles) -> dict[str, np.ndarray]:
+    # aggregate_feature_stats' arithmetic on the episodes' stats stacked (one row each)
     total_count = counts.sum(axis=0)
     weights = counts.astype(np.float64)
     while weights.ndim < means.ndim:
@@ -242,15 +252,13 @@ def aggregate_feature_stats(stats: list[dict]) -> dict[str, np.ndarray]:
     mean = (means * weights).sum(axis=0) / total_count
     variance = ((variances + (means - mean) ** 2) * weights).sum(axis=0) / total_count
     result = {
-        "min": np.min(np.stack([np.asarray(s["min"]) for s in stats]), axis=0),
-        "max": np.max(np.stack([np.asarray(s["max"]) for s in stats]), axis=0),
+        "min": np.min(mins, axis=0),
+        "max": np.max(maxs, axis=0),
         "mean": mean,
         "std": np.sqrt(variance),
         "count": total_count,
     }
-    quantiles = [k for k in stats[0] if k.startswith("q") and all(k in s for s in stats)]
-    for key in quantiles:
-        values = np.stack([np.asarray(s[key], dtype=np.float64) for s in stats])
+    for key, values in quantiles.items():
         result[key] = (values * weights).sum(axis=0) / total_count
     return result
 
@@ -338,24 +346,14 @@ class StatsAggregator:
 
     @staticmethod
     def _aggregate(entry: dict) -> dict[str, np.ndarray]:
-        # aggregate_feature_stats' arithmetic, on the stacked arrays
         n = entry["n"]
         arrays = {key: array[:n] for key, array in entry["arrays"].items()}
-        means, variances, counts = arrays["mean"], arrays["var"], arrays["count"]
-        total_count = counts.sum(axis=0)
-        weights = counts.astype(np.float64)
-        while weights.ndim < means.ndim:
-            weights = np.expand_dims(weights, axis=-1)
-        mean = (means * weights).sum(axis=0) / total_count
-        variance = ((variances + (means - mean) ** 2) * weights).sum(axis=0) / total_count
-        result = {
-            "min": np.min(arrays["min"], axis=0),
-            "max": np.max(arrays["max"], axis=0),
-            "mean": mean,
-            "std": np.sqrt(variance),
-            "count": total_count,
-        }
-        for key, have in entry["quantiles"].items():
-            if have == n:
-                result[key] = (arrays[key] * weights).sum(axis=0) / total_count
-        return result
+        kept = [k for k, have in entry["quantiles"].items() if have == n]
+        return _aggregate_arrays(
+            arrays["mean"],
+            arrays["var"],
+            arrays["count"],
+            arrays["min"],
+            arrays["max"],
+            {k: arrays[k] for k in kept},
+        )
