@@ -7,6 +7,9 @@
     Logs the hosts this process and its subprocesses resolve or connect to
     (``tests/hub/netaudit/sitecustomize.py``); ``net_log.env(env)`` adds it to a
     subprocess's environment, ``net_log.assert_only_local()`` checks what was logged.
+``fast_tmp``
+    A temporary folder on tmpfs (``/dev/shm``) where there is one, else ``tmp_path``: for
+    tests that write tens of thousands of small files.
 ``repo``
     ``v21`` as a Hub repo holds it: plus a ``README.md`` and a ``.gitattributes``.
 ``v21`` / ``v30``
@@ -20,6 +23,8 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -86,6 +91,17 @@ def hf_client(tmp_path, monkeypatch) -> Path:
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_XET", True)
     return cache
+
+
+@pytest.fixture
+def fast_tmp(tmp_path) -> Iterator[Path]:
+    """A temporary folder in RAM (``/dev/shm``) if there is one, else ``tmp_path``."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    with tempfile.TemporaryDirectory(prefix="robopipe-test-", dir=shm) as folder:
+        yield Path(folder)
 
 
 @pytest.fixture

@@ -5,6 +5,17 @@ Hub dataset repo (with lerobot 0.6.1's conventions) or any fsspec URL (``s3://..
 Both are idempotent and resumable: only files missing or different on the target are
 uploaded, so a second push uploads nothing (and makes no Hub commit), and a push that was
 killed uploads only what it had not finished.
+
+A Hub push scales to DROID-sized datasets: the files are hashed once, in parallel; their
+uploads (LFS in ``UPLOAD_THREADS`` threads, or Xet, as the Hub negotiates) go through
+``huggingface_hub``, which retries each request on a lost connection or HTTP 408/429/5xx; and
+the commits are bounded, at most
+``ceil(data and video files / files_per_commit) + 1`` (see :func:`_batches`), ``meta/`` in the
+last. ``HfApi.upload_large_folder`` is not used: huggingface_hub 2.4 folds it into
+``upload_folder``, whose multi-commit pipeline needs Xet storage (else it makes one commit),
+commits adaptive batches of 20 to 1,000 files (50 commits or more for 50,000 files) with
+nothing keeping ``meta/`` last, and puts the deletions in its first commit (a v2.1 branch would
+lose its dataset before the new one is complete).
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import json
 import logging
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -39,6 +51,7 @@ CARD = "README.md"
 RETRY_STATUS = {429, 500, 502, 503, 504}
 TRANSIENT_NAMES = {"ConnectionError", "Timeout", "TransportError"}
 RETRY_WAIT_MAX_S = 30.0  # waits double from 1 s up to this
+UPLOAD_THREADS = 8  # files hashed, and LFS objects uploaded, at a time
 
 
 @dataclass(frozen=True)
@@ -60,7 +73,9 @@ class PushTarget:
         tags: the dataset card's tags besides ``LeRobot``.
         storage_options: fsspec options of ``url`` (credentials, ``endpoint_url``...).
         files_per_commit: most files added in one Hub commit (the Hub takes 25,000 LFS files
-            per commit); larger datasets take several commits, ``meta/`` in the last.
+            per commit); larger datasets take several commits, ``meta/`` in the last: at most
+            ``ceil(data and video files / files_per_commit) + 1``, over a killed push and its
+            rerun together too.
         retries: attempts after a transient error (connection lost, HTTP 429 or 5xx); each
             attempt compares the target again, so no work is done twice.
     """
@@ -109,6 +124,7 @@ class LocalFile:
 
     @classmethod
     def hash(cls, path: Path) -> LocalFile:
+        """Size, SHA-256 and git blob id of ``path``, from one read."""
         size = path.stat().st_size
         sha256, git = hashlib.sha256(), hashlib.sha1(b"blob %d\0" % size)
         with open(path, "rb") as f:
@@ -160,7 +176,8 @@ def push_dataset(
     files = dataset_files(root)
     _check_validated(files, name, validation)
     if target.repo_id:
-        record = _with_retries(target, lambda: _push_to_hub(files, target, name, endpoint))
+        local = hash_files(files)  # once: every attempt compares the Hub with these
+        record = _with_retries(target, lambda: _push_to_hub(local, target, name, endpoint))
     else:
         record = _with_retries(target, lambda: _push_to_url(files, target, name))
     sizes = [p.stat().st_size for p in files.values()]
@@ -175,6 +192,13 @@ def push_dataset(
         "seconds": round(time.monotonic() - start, 3),
         "pushed_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
+
+
+def hash_files(files: dict[str, Path], threads: int = UPLOAD_THREADS) -> dict[str, LocalFile]:
+    """:meth:`LocalFile.hash` of each file (``files``: by relative path), ``threads`` at a
+    time (hashlib releases the GIL), in ``files``' order."""
+    with ThreadPoolExecutor(threads) as pool:
+        return dict(zip(files, pool.map(LocalFile.hash, files.values()), strict=True))
 
 
 def _file_counts(paths) -> dict[str, int]:
@@ -321,8 +345,14 @@ def _lerobot_info(info: dict) -> dict:
     return out
 
 
-def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint) -> dict:
-    """One attempt: compare the branch with the dataset, commit what differs, tag ``v3.0``."""
+def _push_to_hub(local: dict[str, LocalFile], target: PushTarget, name: str, endpoint) -> dict:
+    """One attempt: compare the branch with the dataset (``local``: its files, hashed), commit
+    what differs in bounded batches (:func:`_batches`), tag ``v3.0``.
+
+    Each commit uploads its files' LFS objects first, ``UPLOAD_THREADS`` at a time; an object
+    the Hub already stores (uploaded by a killed attempt whose commit never came) is skipped by
+    the LFS batch API, and a file the branch already holds is not even offered, so a rerun
+    uploads each file at most once."""
     from huggingface_hub import CommitOperationAdd, CommitOperationDelete, HfApi
 
     api = HfApi(endpoint=endpoint)
@@ -335,8 +365,7 @@ def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint
     tags = {r.name: r.target_commit for r in refs.tags}
     remote = _hub_tree(api, repo_id, head)
 
-    local = {path: LocalFile.hash(p) for path, p in files.items()}
-    info = json.loads(files[INFO_PATH].read_text())
+    info = json.loads(local[INFO_PATH].path.read_text())
     card = dataset_card(info, repo_id, target.license, target.tags).encode()
     version = _hub_version(api, repo_id, head, remote, local)
     _refuse_other_dataset(target, name, f"{target.name} (branch {branch})", local, remote, version)
@@ -355,8 +384,8 @@ def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint
     stale = [p for p in remote if p.split("/")[0] in DATASET_FOLDERS and p not in local]
     commits, pr_url = [], None
     if changed or card_changed or stale:
-        bulk = [CommitOperationAdd(p, str(files[p])) for p in changed if not p.startswith("meta/")]
-        last = [CommitOperationAdd(p, str(files[p])) for p in changed if p.startswith("meta/")]
+        bulk = [_addition(local[p], p) for p in changed if not p.startswith("meta/")]
+        last = [_addition(local[p], p) for p in changed if p.startswith("meta/")]
         last += [CommitOperationAdd(CARD, card)] if card_changed else []
         last += [CommitOperationDelete(p) for p in stale]
         operations = _batches(bulk, last, target.files_per_commit)
@@ -371,6 +400,7 @@ def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint
                 revision=revision,
                 create_pr=target.create_pr and i == 1,
                 parent_commit=head,
+                num_threads=UPLOAD_THREADS,
             )
             log.info("committed %d files to %s: %s", len(ops), target.name, commit.oid)
             if commit.pr_url:
@@ -396,9 +426,24 @@ def _push_to_hub(files: dict[str, Path], target: PushTarget, name: str, endpoint
     }
 
 
+def _addition(file: LocalFile, path_in_repo: str):
+    """The ``CommitOperationAdd`` of ``file``, its SHA-256 given so that huggingface_hub does
+    not read the file again to hash it (it reads it once more, to upload it)."""
+    from huggingface_hub import CommitOperationAdd
+
+    operation = CommitOperationAdd(path_in_repo, str(file.path))
+    if not getattr(
+        operation.upload_info, "is_hashed", True
+    ):  # hashed lazily (recent huggingface_hub)
+        operation.upload_info.sha256 = bytes.fromhex(file.sha256)
+    return operation
+
+
 def _batches(bulk: list, last: list, size: int) -> list[list]:
     """One commit if all fits, else ``bulk`` in commits of ``size`` and ``last`` after them
-    (``meta/`` and deletions: the branch turns into the new dataset in its last commit)."""
+    (``meta/``, the card and deletions: the branch turns into the new dataset in its last
+    commit). So at most ``ceil(len(bulk) / size) + 1`` commits; a rerun after a kill offers
+    only the files no commit holds yet, so the bound holds for both runs together."""
     if len(bulk) + len(last) <= size:
         return [bulk + last]
     return [bulk[i : i + size] for i in range(0, len(bulk), size)] + [last]
