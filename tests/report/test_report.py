@@ -195,3 +195,39 @@ def test_paper_figures_from_sequence_scenarios(tmp_path):
     assert "batch size" in batch and "robopipe_seq_tar w0" in batch and "16" in batch
     seq = svg_text(out / "paper_seq_length.svg")
     assert "sequence length" in seq and "25" in seq
+
+
+def test_summary_and_figures_show_the_network(demo):
+    summary = pd.read_csv(demo / "summary.csv").set_index("scenario")
+    columns = ["network_latency_ms", "bytes_fetched", "requests", "bytes_per_sample"]
+    columns += ["requests_per_sample", "peer"]
+    assert set(columns) <= set(summary.columns)
+    remote = summary.loc["robopipe_stream_http_single_cpu_w2_n1"]
+    assert remote["network_latency_ms"] == 20
+    assert remote["bytes_fetched"] == 6553600 and remote["requests"] == 960
+    assert remote["bytes_per_sample"] == 10240 and remote["requests_per_sample"] == 1.5
+    # a result written before the network fields: NaN, not an error
+    old = summary.loc["robopipe_map_http_single_cuda_w2_n1"]
+    assert old[columns[:-1]].isna().all()
+    # peer: the registry's word on the loader
+    assert not summary.loc["robopipe_map_local_single_cpu_w2_n1", "peer"]
+    assert summary.loc["lerobot_map_local_single_cpu_w2_n1", "peer"]
+    assert summary["peer"].dtype == bool
+
+    throughput = svg_text(demo / "throughput.svg")
+    assert "robopipe_stream_http_single_cpu_w2_n1 (http, 20 ms)" in throughput
+    assert "robopipe_map_http_single_cuda_w2_n1 (http)" in throughput
+    assert "robopipe_map_local_single_cpu_w2_n1 (" not in throughput
+
+    card = svg_text(demo / "scenarios/robopipe_stream_http_single_cpu_w2_n1.svg")
+    assert "network: http | injected round trip 20 ms" in card
+    assert "10.2 kB/sample | 1.50 requests/sample" in card
+    old_card = svg_text(demo / "scenarios/robopipe_map_http_single_cuda_w2_n1.svg")
+    assert "injected round trip n/a | bytes/sample n/a | requests/sample n/a" in old_card
+    assert "network:" not in svg_text(demo / "scenarios/robopipe_map_local_single_cpu_w2_n1.svg")
+
+
+def test_old_results_without_network_fields_load():
+    table = load_scenarios("tiny", fixture_inputs("tiny")["bench"])
+    assert table[["network_latency_ms", "bytes_per_sample", "requests"]].isna().all().all()
+    assert list(table["peer"]) == [False]

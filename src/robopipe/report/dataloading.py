@@ -52,14 +52,19 @@ def _ceiling_lines(ax, ceiling: dict | None, cores: list[int] = (1,)) -> None:
 
 
 def throughput(table: pd.DataFrame, ceiling: dict | None, stem: str | Path, dataset: str):
-    """Samples/s and decoded frames/s per node per scenario, the decode ceiling as lines."""
+    """Samples/s and decoded frames/s per node per scenario, the decode ceiling as lines; a
+    remote scenario's name carries its source and injected round trip ("http, 20 ms")."""
     title = f"{dataset}: dataloading throughput"
     if table.empty:
         return placeholder(stem, title, NO_SCENARIOS)
     fig, (left, right) = bar_figure(len(table), panels=2)
-    scenario_bars(left, table, "samples_per_s")
+    names = [
+        row["scenario"] + (f" ({net})" if (net := network_label(row)) else "")
+        for _, row in table.iterrows()
+    ]
+    scenario_bars(left, table, "samples_per_s", names=names)
     left.set_xlabel("samples/s (all nodes, steady window)")
-    scenario_bars(right, table, "frames_per_s_per_node")
+    scenario_bars(right, table, "frames_per_s_per_node", names=names)
     right.set_xlabel("decoded frames/s per node")
     cores = ceiling_cores(table["workers"])
     _ceiling_lines(right, ceiling, cores)
@@ -70,6 +75,15 @@ def throughput(table: pd.DataFrame, ceiling: dict | None, stem: str | Path, data
     fig.suptitle(title)
     loader_legend(fig, table["loader"], right)
     return save(fig, stem)
+
+
+def network_label(row: pd.Series) -> str | None:
+    """``"http, 20 ms"``: a remote scenario's source and the round trip the benchmark
+    injected; ``"http"`` where the result does not say; None for a local source."""
+    if row["source"] == "local":
+        return None
+    rtt = row.get("network_latency_ms")
+    return row["source"] if _missing(rtt) else f"{row['source']}, {rtt:,.0f} ms"
 
 
 def latency(table: pd.DataFrame, stem: str | Path, dataset: str):
@@ -132,7 +146,9 @@ def _metric_figure(table, stem, title: str, column: str, xlabel: str, **bar_opti
 
 
 def scenario_card(row: pd.Series, ceiling: dict | None, stem: str | Path):
-    """One scenario: decoded frames/s per rank, latency percentiles, and time shares."""
+    """One scenario: decoded frames/s per rank, latency percentiles, and time shares; the
+    title lists its facts, and for a remote scenario the injected round trip and the bytes
+    and requests per sample."""
     fig, (ranks_ax, latency_ax, share_ax) = plt.subplots(
         1, 3, figsize=(WIDTH_IN, 3.4), layout="constrained", width_ratios=(1.3, 1, 1)
     )
@@ -173,7 +189,8 @@ def scenario_card(row: pd.Series, ceiling: dict | None, stem: str | Path):
     share_ax.set_xlabel("share of the worker's time")
     share_ax.set_title("where the time goes")
 
-    fig.suptitle(f"{row['dataset']}: {row['scenario']}\n{_card_facts(row)}", fontsize=9)
+    facts = "\n".join(f for f in (_card_facts(row), _network_facts(row)) if f)
+    fig.suptitle(f"{row['dataset']}: {row['scenario']}\n{facts}", fontsize=9)
     return save(fig, stem)
 
 
@@ -191,3 +208,33 @@ def _card_facts(row: pd.Series) -> str:
         f"device {row['device']}" + (", CPU fallback" if row["cpu_fallback"] is True else ""),
     ]
     return " | ".join(f for f in facts if f)
+
+
+def _network_facts(row: pd.Series) -> str | None:
+    """A remote scenario's network line (``n/a`` where the result does not say); None for a
+    local scenario that measured no traffic."""
+    per_sample = (row.get("bytes_per_sample"), row.get("requests_per_sample"))
+    measured = any(v is not None and pd.notna(v) for v in per_sample)
+    if row["source"] == "local" and not measured:
+        return None
+    rtt = row.get("network_latency_ms")
+    byte_count, requests = per_sample
+    facts = [
+        f"network: {row['source']}",
+        "injected round trip n/a" if _missing(rtt) else f"injected round trip {rtt:,.0f} ms",
+        "bytes/sample n/a" if _missing(byte_count) else f"{_size(byte_count)}/sample",
+        "requests/sample n/a" if _missing(requests) else f"{requests:,.2f} requests/sample",
+    ]
+    return " | ".join(facts)
+
+
+def _missing(value) -> bool:
+    return value is None or pd.isna(value)
+
+
+def _size(n: float) -> str:
+    """Bytes in B, kB, MB or GB (powers of 1000)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n:,.0f} B"

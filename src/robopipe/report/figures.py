@@ -76,16 +76,19 @@ def bar_figure(rows: int, panels: int = 1) -> tuple[Figure, list]:
     return fig, list(axes[0])
 
 
-def scenario_bars(ax, table: pd.DataFrame, column: str, *, fmt: str = "{:,.0f}") -> None:
+def scenario_bars(
+    ax, table: pd.DataFrame, column: str, *, fmt: str = "{:,.0f}", names=None
+) -> None:
     """Horizontal bars of ``table[column]``, one per scenario (top to bottom in table order),
-    coloured by loader, each labelled with its value; ``n/a`` where the value is missing."""
+    coloured by loader, each labelled with its value; ``n/a`` where the value is missing.
+    ``names``: the bars' tick labels (default: the scenario names)."""
     y = range(len(table))
     values = table[column]
     colours = [loader_colour(loader) for loader in table["loader"]]
     bars = ax.barh(y, values.fillna(0), color=colours, height=0.7)
     labels = ["n/a" if pd.isna(v) else fmt.format(v) for v in values]
     ax.bar_label(bars, labels=labels, padding=3, fontsize=8)
-    ax.set_yticks(list(y), table["scenario"])
+    ax.set_yticks(list(y), table["scenario"] if names is None else list(names))
     ax.set_ylim(len(table) - 0.5, -0.5)
     headroom(ax)
 

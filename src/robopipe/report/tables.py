@@ -15,12 +15,23 @@ from pathlib import Path
 import pandas as pd
 
 from robopipe.bench.registry import LOADERS as REGISTRY
+from robopipe.bench.registry import get_loader
 from robopipe.errors import DatasetError
 from robopipe.scenario_result import read_scenario_result, scenario_fields
 
 SCENARIO_FIELDS = scenario_fields()
 LOADERS = tuple(REGISTRY)  # the report's order of loaders (robopipe.bench.registry)
 SEQUENCE_LOADERS = tuple(name for name, spec in REGISTRY.items() if spec.sequence)
+
+# Optional network fields of a scenario result (None/NaN in results written before them):
+# the injected round trip in ms (null for a local source) and the steady window's traffic.
+NETWORK_FIELDS = (
+    "network_latency_ms",
+    "bytes_fetched",
+    "requests",
+    "bytes_per_sample",
+    "requests_per_sample",
+)
 
 CEILING_FIELDS = (
     "dataset",
@@ -65,7 +76,9 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     ``decoder_cache`` -> ``decoder_cache_hits``/``_misses``/``_evictions`` (NaN when null),
     ``ranks`` -> ``ranks`` (the list, kept for the per-scenario figure) and ``rank_count``.
     Rates are in samples/s and frames/s, latencies in ms (per sample) and s (first batch),
-    memory in MB. ``workers`` and ``nodes`` are ints.
+    memory in MB. ``workers`` and ``nodes`` are ints. The optional :data:`NETWORK_FIELDS`
+    are NaN where a result lacks them (results written before they existed); ``peer`` is
+    the registry's word on the loader (someone else's, measured for comparison).
 
     Raises:
         DatasetError: a file is unreadable, lacks a contract field, or belongs to another
@@ -75,6 +88,7 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     for path in paths:
         try:
             record = read_scenario_result(path)
+            peer = get_loader(record["loader"]).peer
         except ValueError as exc:
             raise DatasetError(dataset, str(exc), file=path) from None
         if record["dataset"] != dataset:
@@ -91,11 +105,14 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
         row["rank_count"] = len(record["ranks"] or [])
         row.setdefault("encoding", None)  # results of scenarios on the converted dataset
         row.setdefault("peak_rss_total_mb", record["peak_rss_mb"])
+        for field in NETWORK_FIELDS:
+            row.setdefault(field, None)
+        row["peer"] = peer
         rows.append(row)
     columns = [f for f in SCENARIO_FIELDS if f not in ("latency_ms", "decoder_cache")]
     columns += ["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"]
     columns += ["decoder_cache_hits", "decoder_cache_misses", "decoder_cache_evictions"]
-    columns += ["rank_count", "encoding", "peak_rss_total_mb"]
+    columns += ["rank_count", "encoding", "peak_rss_total_mb", *NETWORK_FIELDS, "peer"]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in _TEXT_COLUMNS]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
@@ -116,6 +133,7 @@ _TEXT_COLUMNS = {
     "cpu_fallback",
     "device",
     "ranks",
+    "peer",
 }
 
 
