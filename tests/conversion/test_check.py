@@ -111,6 +111,10 @@ def _drop_column(name: str):
     return lambda root: _edit_table(root, lambda t: t.drop_columns([name]))
 
 
+def _undeclared_column(root: Path) -> None:
+    _edit_table(root, lambda t: t.append_column("next.reward", pa.array([0.0] * t.num_rows)))
+
+
 def _float64_state(root: Path) -> None:
     def change(table):
         state = table.column("observation.state").combine_chunks()
@@ -310,6 +314,14 @@ FAULTS = {
         EP,
         _data,
         "column 'index' is missing; set `derive_missing_columns: true`",
+    ),
+    "undeclared column": (
+        _undeclared_column,
+        "undeclared_column",
+        EP,
+        _data,
+        "the parquet holds a column 'next.reward' that info.json's features do not declare.*"
+        "declare it \\(dtype, shape, names\\), or drop the column",
     ),
     "float64 vectors": (
         _float64_state,

@@ -5,7 +5,8 @@ on top of what the repairs fix (other placeholder names, no episodes_stats.jsonl
 all the repairs and ``restamp_timestamps``, it used to pass the check and every job, then
 ``validate`` stopped with a bare ``KeyError: 'timestamp'``. Now the output declares lerobot's
 default features, has their stats, and loads in lerobot 0.6.1 (where its environment
-exists); a data column that no feature declares stops the run with one line."""
+exists); a data column that no feature declares stops the run at the check with one line per
+episode (and ``validate`` enforces the same rule on the output)."""
 
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.conversion.check import check_source
+from robopipe.conversion.check import SourceCheckError, check_source
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.repairs import DEFAULT_FEATURE_SPECS, REPAIRS
 from robopipe.conversion.serial import convert_dataset
+from robopipe.conversion.validate import _check_declared_columns
 from robopipe.errors import DatasetError
+from robopipe.formats.v21_reader import load_source
 from robopipe.layout import DEFAULT_FEATURES
 
 DEFAULTS = list(DEFAULT_FEATURES)
@@ -75,13 +78,35 @@ def test_an_undeclared_data_column_is_one_line_naming_the_fix(
 ):
     root = shutil.copytree(demo_small, tmp_path / "src")
     non_standard_export(root, **REAL_EXPORT, extra_column="next.reward")
-    with pytest.raises(DatasetError) as caught:
+    # the check finds it in every episode's parquet, before any conversion work
+    report = check_source(root, "export", ConversionOptions(**ALL_REPAIRS))
+    assert [p.kind for p in report.problems] == ["undeclared_column"] * report.episodes
+    first = report.problems[0]
+    assert (first.episode, first.file) == (0, "data/chunk-000/episode_000000.parquet")
+    with pytest.raises(SourceCheckError) as caught:
         convert_dataset(root, tmp_path / "v3.0", name="export", **ALL_REPAIRS)
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("dataset 'export': file meta/info.json: ")
+    assert message.startswith(f"dataset 'export': episode 0: file {first.file}: ")
     assert "'next.reward'" in message and "declare it" in message
     assert not (tmp_path / "v3.0").exists()
+
+
+def test_validate_names_an_undeclared_output_column(demo_small, tmp_path):
+    """validate enforces the same rule on the output (a column added after the check)."""
+    out = tmp_path / "v3.0"
+    plan = convert_dataset(demo_small, out, name="demo")
+    source = load_source(demo_small, "demo")
+    info = json.loads((out / "meta/info.json").read_text())
+    path = sorted(out.glob("data/*/*.parquet"))[0]
+    table = pq.read_table(path)
+    pq.write_table(table.append_column("next.reward", pa.array([0.0] * table.num_rows)), path)
+    with pytest.raises(DatasetError) as caught:
+        _check_declared_columns(source, plan, out, info)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("dataset 'demo': file meta/info.json: ")
+    assert "'next.reward'" in message and "declare it" in message
 
 
 def test_the_workflow_converts_the_real_export(export, tmp_path, run_snakemake):

@@ -11,7 +11,8 @@ metadata, parquet footers and mp4 headers only: no frame is decoded and only the
 - every episode's parquet: present, non-empty, a readable footer, rows equal to the episode's
   ``length``, the required columns (``index``, ``episode_index``, ``frame_index``,
   ``timestamp``, ``task_index``) and every ``info.json`` feature with its dtype and shape,
-  timestamps within ``tolerance_s`` of ``frame_index / fps``;
+  timestamps within ``tolerance_s`` of ``frame_index / fps``, and no column that no feature
+  declares (:func:`undeclared_columns`, the rule ``validate`` enforces on the output);
 - every episode's mp4 per camera: present, non-empty, readable, not truncated (the last
   packets are demuxed), one video stream whose codec, width, height, pixel format, frame rate
   and time base agree with ``info.json`` and with the other episodes, and as many frames as
@@ -66,6 +67,26 @@ KNOWN_EXTRA_FILES = ("README.md", ".gitattributes")
 
 # Episodes given to the thread pool at once.
 EPISODES_PER_BATCH = 256
+
+
+def undeclared_columns(columns, features: Mapping[str, dict]) -> list[str]:
+    """The data ``columns`` that no feature of ``features`` (info.json's) declares, in order.
+
+    Video features have no data column; lerobot's default features (``timestamp``,
+    ``frame_index``, ``episode_index``, ``index``, ``task_index``) count as declared, because
+    the conversion declares them where the source does not. lerobot's loader reads only
+    declared columns (``Dataset.from_parquet(features=<info.json's>)``)."""
+    declared = {name for name, spec in features.items() if spec.get("dtype") != "video"}
+    return [name for name in columns if name not in declared and name not in DEFAULT_FEATURES]
+
+
+def undeclared_column_message(column: str, holder: str = "the data files hold") -> str:
+    """What is wrong with an undeclared ``column`` and the fix; ``holder`` names the files."""
+    return (
+        f"{holder} a column {column!r} that info.json's features do not declare, and "
+        "lerobot's loader reads only declared columns; declare it (dtype, shape, names), or "
+        "drop the column from every episode's parquet"
+    )
 
 
 @dataclass(frozen=True)
@@ -478,6 +499,9 @@ class _EpisodeChecker:
                 )
             else:
                 problems += self._feature_problems(episode, rel, feature, spec, schema)
+        for column in undeclared_columns(schema.names, source.info["features"]):
+            message = undeclared_column_message(column, "the parquet holds")
+            problems.append(Problem("undeclared_column", message, episode, rel))
         if not self.restamp and {"timestamp", "frame_index"} <= set(schema.names):
             problems += self._timestamp_problems(episode, rel, parquet)
         return rows

@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from robopipe.conversion.check import undeclared_column_message, undeclared_columns
 from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.conversion.repairs import (
     DEFAULT_FEATURE_SPECS,
@@ -367,14 +368,9 @@ def _check_declared_columns(source: V21Source, plan: Plan, root: Path, info: dic
     for f in plan.data_files:
         rel = data_path(f.chunk, f.file)
         columns = pq.read_schema(Path(root) / rel).names
-        undeclared = [name for name in columns if name not in declared]
+        undeclared = undeclared_columns(columns, features)  # the check's rule, on the output
         if undeclared:
-            raise source.error(
-                f"the data files hold a column {undeclared[0]!r} that info.json's features do "
-                "not declare, and lerobot's loader reads only declared columns; declare it "
-                "(dtype, shape, names), or drop the column from every episode's parquet",
-                file=V21_INFO_PATH,
-            )
+            raise source.error(undeclared_column_message(undeclared[0]), file=V21_INFO_PATH)
         lacking = [name for name in declared if name not in columns]
         if lacking:
             raise source.error(
