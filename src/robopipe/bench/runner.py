@@ -59,6 +59,8 @@ class Settings:
         probe_samples: samples fetched one by one in this process for latency percentiles and
             single-process samples/s.
         shuffle_buffer: frame indices in the streaming loader's shuffle buffer.
+        prefetch_mb: MB of episode bytes each streaming-loader worker fetches ahead from a
+            remote source (``StreamingDataset(prefetch_mb=...)``); recorded in the result.
         decoder_cache_size: decoders kept per process.
         seek_mode: torchcodec seek mode.
         tolerance_s: timestamp tolerance of decoded frames.
@@ -84,6 +86,7 @@ class Settings:
     steady_s: float = 10.0
     probe_samples: int = 64
     shuffle_buffer: int = 1000
+    prefetch_mb: float = 64.0
     decoder_cache_size: int = 16
     seek_mode: str = "approximate"
     tolerance_s: float = DEFAULT_TOLERANCE_S
@@ -246,6 +249,7 @@ def run_scenario(
         "device": measured["device"],
         "ranks": [per_rank],
         "network_latency_ms": None if scenario.source == "local" else settings.latency_ms,
+        "prefetch_mb": settings.prefetch_mb if spec.stream and scenario.source != "local" else None,
         **_network_fields(
             measured.get("bytes_fetched"), measured.get("requests"), measured["samples"]
         ),
@@ -281,7 +285,11 @@ def _run_robopipe(
     stream = spec.stream
     if stream:
         kwargs.update(
-            rank=rank, world_size=world_size, shuffle_buffer=settings.shuffle_buffer, seed=0
+            rank=rank,
+            world_size=world_size,
+            shuffle_buffer=settings.shuffle_buffer,
+            prefetch_mb=settings.prefetch_mb,
+            seed=0,
         )
     else:
         kwargs.update(batch_buffers=BATCH_BUFFERS)

@@ -8,21 +8,37 @@ together cover every frame once per epoch. Each stream's order is a pure functio
 the buffer. Video time comes from the episode's ``from_timestamp`` plus the row's timestamp, so
 videos that span several files work (lerobot 0.6.1's ``StreamingLeRobotDataset`` uses
 ``index / fps`` and fails there, ``streaming_dataset.py:540``).
+
+From a remote URL each stream prefetches whole episodes (``robopipe.loading.prefetch``): one
+byte range per camera found from the mp4 index, and the episode's data rows, fetched by
+background threads in the order the stream first needs them, up to ``prefetch_mb`` ahead;
+decoding then reads memory, so items and order are those of the local path.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+import threading
 import time
 from collections import OrderedDict
 
 import numpy as np
 import torch.utils.data
+from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import open_data_file, read_data_rows, row_groups_of_rows
+from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.items import ItemReader
 from robopipe.loading.partition import assign_episodes, group_episodes_by_files
+from robopipe.loading.prefetch import (
+    Prefetcher,
+    SpanFile,
+    SpanStore,
+    fetch_range,
+    read_mp4_index,
+)
 
 DATA_FILES_OPEN = 4  # data parquet files held open per stream (LRU): their footers parsed
 ROWS_KEPT = 1 << 16  # data rows held per stream (LRU of row-group reads), at least 2 reads
@@ -50,6 +66,12 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         shuffle: shuffle episode order and frames (through the buffer); False gives frames in
             index order per stream.
         shuffle_buffer: frame indices held in the buffer.
+        prefetch: fetch each episode's video bytes (one range per camera, found from the
+            mp4's index) and data rows on background threads ahead of need, and decode from
+            memory (``robopipe.loading.prefetch``); None (default): for remote datasets only.
+        prefetch_mb: per stream (DataLoader worker), MB of episode bytes fetched ahead of the
+            episode needed now; episodes whose frames are still in the shuffle buffer stay
+            held whatever this bound.
         seed: base seed; the order of an epoch depends on (seed, epoch, rank, worker).
         name, storage_options, **item_options: as ``MapDataset`` (``item_options`` are
             ``ItemReader``'s keywords).
@@ -74,6 +96,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         world_size: int | None = None,
         shuffle: bool = True,
         shuffle_buffer: int = 1000,
+        prefetch: bool | None = None,
+        prefetch_mb: float = 64.0,
         seed: int = 0,
         **item_options,
     ) -> None:
@@ -85,6 +109,11 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.shuffle = shuffle
         self.shuffle_buffer = max(1, shuffle_buffer)
         self.seed = seed
+        self.prefetch = (
+            not isinstance(self.meta.fs, LocalFileSystem) if prefetch is None else prefetch
+        )
+        self.prefetch_mb = prefetch_mb
+        self.prefetch_stats: dict[str, float] = {}  # this process's last iteration
         self.epoch = 0
         self._consumed = np.zeros(self.meta.num_frames, dtype=bool)
         lengths = self.meta.episodes["length"]
@@ -131,6 +160,9 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         order = self.order(episodes, slot)
         order = order[~self._consumed[order]]
         rows = _DataRows(self.meta, self.reader, max(ROWS_KEPT, 2 * self.shuffle_buffer))
+        if self.prefetch:
+            yield from self._prefetched(order, rows, info is None)
+            return
         for index in order:
             episode = int(self.meta.episode_of(index))
             item = self.reader.item(episode, rows.episode(episode), index - rows.start(episode))
@@ -139,6 +171,51 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             yield item
         if info is None:
             self.set_epoch(self.epoch + 1)  # a full pass in this process ends the epoch
+
+    def _prefetched(self, order: np.ndarray, rows: _DataRows, in_process: bool):
+        """Yield the items of ``order`` with each episode's bytes prefetched
+        (``robopipe.loading.prefetch``); an episode's bytes are dropped after its last frame."""
+        episode_at = np.asarray(self.meta.episode_of(order), dtype=np.int64)
+        episodes, first = np.unique(episode_at, return_index=True)
+        _, from_end = np.unique(episode_at[::-1], return_index=True)
+        last_at = dict(zip(episodes.tolist(), (len(order) - 1 - from_end).tolist(), strict=True))
+        videos = _EpisodeVideos(self.meta, self.prefetch_stats)
+        rows_lock = threading.Lock()
+
+        def fetch(episode: int) -> dict[str, np.ndarray]:
+            with rows_lock:  # _DataRows is not thread-safe; only pool threads use it here
+                columns = rows.episode(episode)
+            videos.fetch(episode)
+            return columns
+
+        prefetcher = Prefetcher(
+            episodes[np.argsort(first)].tolist(),
+            videos.size_of,
+            fetch,
+            int(self.prefetch_mb * 2**20),
+        )
+        reader = copy.copy(self.reader)
+        old = self.reader.decoders
+        reader.decoders = DecoderCache(
+            videos.open, old.max_size, old.device, old.seek_mode, self.reader.counters
+        )
+        try:
+            for position, index in enumerate(order):
+                episode = int(episode_at[position])
+                start = time.perf_counter()
+                columns = prefetcher.get(episode)
+                self.reader.counters.add(fetch_s=time.perf_counter() - start)
+                item = reader.item(episode, columns, index - rows.start(episode))
+                if last_at[episode] == position:
+                    prefetcher.release(episode)
+                    videos.drop(episode)
+                if in_process:
+                    self._consumed[index] = True
+                yield item
+        finally:
+            prefetcher.close()
+            self.prefetch_stats["peak_held_bytes"] = prefetcher.peak
+            self.prefetch_stats["max_ahead_bytes"] = prefetcher.max_bytes
 
     def mark_consumed(self, indices) -> None:
         """Record frames (global ``index`` values) the training loop has consumed."""
@@ -235,3 +312,66 @@ class _DataRows:
                 file=relative,
             )
         return rows
+
+
+class _EpisodeVideos:
+    """Each episode's video bytes, one range per camera, found from the mp4 index
+    (``read_mp4_index``) and held in a ``SpanStore`` that decoders read through ``SpanFile``;
+    a file whose index cannot be read is read through ``SpanFile``'s fallback blocks."""
+
+    def __init__(self, meta, stats: dict) -> None:
+        self.meta = meta
+        self.stats = stats
+        self.store = SpanStore()
+        self._indexes: dict[str, object] = {}
+        self._lock = threading.Lock()
+        for key in ("fallbacks", "fallback_bytes", "episode_bytes", "episodes", "index_bytes"):
+            stats[key] = 0
+
+    def _index(self, path: str):
+        with self._lock:
+            if path not in self._indexes:
+                index = read_mp4_index(self.meta.fs, path)
+                if index is not None:  # kept for the decoders' opening reads, not counted
+                    self.store.add(path, "head", 0, index.head, counted=False)
+                    self.store.add(path, "moov", *index.moov, counted=False)
+                    self.stats["index_bytes"] += len(index.head) + len(index.moov[1])
+                self._indexes[path] = index
+            return self._indexes[path]
+
+    def spans(self, episode: int) -> list[tuple[str, int, int]]:
+        """(path, start, end) of the byte range of each camera's video of ``episode``."""
+        out = []
+        episodes = self.meta.episodes
+        for cam in self.meta.video_keys:
+            path = self.meta.path(self.meta.video_file(cam, episode))
+            index = self._index(path)
+            if index is None:
+                continue
+            from_s = float(episodes[f"videos/{cam}/from_timestamp"][episode])
+            to_s = float(episodes[f"videos/{cam}/to_timestamp"][episode])
+            start, end = index.span(from_s, to_s, 1.0 / self.meta.fps)
+            if end > start:
+                out.append((path, start, end))
+        return out
+
+    def size_of(self, episode: int) -> int:
+        return sum(end - start for _, start, end in self.spans(episode))
+
+    def fetch(self, episode: int) -> None:
+        for path, start, end in self.spans(episode):
+            self.store.add(path, episode, start, fetch_range(self.meta.fs, path, start, end))
+            with self._lock:
+                self.stats["episode_bytes"] += end - start
+        with self._lock:
+            self.stats["episodes"] += 1
+
+    def drop(self, episode: int) -> None:
+        for path, _, _ in self.spans(episode):
+            self.store.drop(path, episode)
+
+    def open(self, relative: str) -> SpanFile:
+        path = self.meta.path(relative)
+        index = self._index(path)
+        size = index.size if index is not None else int(self.meta.fs.size(path))
+        return SpanFile(self.meta.fs, path, size, self.store, self.stats)

@@ -1,0 +1,386 @@
+"""Episode prefetch for remote video: each episode's bytes in one large read, ahead of need.
+
+A remote mp4 read through fsspec's ``readahead`` file costs a round trip and a 1 MiB block on
+every random access. Here the mp4's index (``moov``: sample offsets, sizes, times, keyframes) is
+read once per file and process, so each episode's bytes (from the keyframe before its
+``from_timestamp`` to past its ``to_timestamp``) are one known byte range. Background threads
+fetch those ranges (and the episode's data rows) a few episodes ahead of the loader, into a
+``SpanStore``; decoders read the mp4 through ``SpanFile``, which serves reads from the store and
+falls back to a 1 MiB block read (counted) for anything else (e.g. the first packets ffmpeg
+probes when a decoder opens). Decoding is unchanged, so items are identical.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+HEAD_BYTES = 1 << 16  # first read of an mp4: ftyp and, in a faststart file, the moov's start
+FALLBACK_BLOCK = 1 << 20  # a read outside every prefetched span fetches this much
+FALLBACK_BLOCKS_KEPT = 4
+SPAN_TAIL = 1 << 16  # bytes kept past an episode's last sample (demuxer read-ahead)
+REORDER_SAMPLES = 4  # samples past the last needed one (decoders with frame reordering)
+
+
+def fetch_range(fs, path: str, start: int, end: int) -> bytes:
+    """Bytes ``[start, end)`` of ``path`` in one request.
+
+    Raises:
+        OSError: the server sent another length (a Range request it did not honour).
+    """
+    data = fs.cat_file(path, start=start, end=end)
+    if len(data) != end - start:
+        raise OSError(f"{path}: asked for bytes {start}:{end}, got {len(data)} bytes")
+    return data
+
+
+@dataclass
+class Mp4Index:
+    """A single-file (non-fragmented) mp4's video track: where each sample lies and when."""
+
+    head: bytes  # the file's first HEAD_BYTES
+    moov: tuple[int, bytes]  # (offset, bytes) of the moov box
+    offsets: np.ndarray  # per sample (decode order), byte offset
+    sizes: np.ndarray
+    pts_s: np.ndarray  # presentation time, seconds (edit list applied)
+    keyframes: np.ndarray  # sample indices (0-based) of sync samples, sorted
+    size: int  # file size
+
+    def span(self, from_s: float, to_s: float, margin_s: float) -> tuple[int, int]:
+        """Byte range [start, end) holding every sample needed to decode the frames shown in
+        ``[from_s - margin_s, to_s + margin_s]``: from the keyframe before the first one."""
+        needed = np.flatnonzero((self.pts_s >= from_s - margin_s) & (self.pts_s <= to_s + margin_s))
+        if not len(needed):
+            return 0, 0
+        first, last = int(needed.min()), int(needed.max())
+        k = np.searchsorted(self.keyframes, first, side="right") - 1
+        first = int(self.keyframes[k]) if k >= 0 else 0
+        last = min(last + REORDER_SAMPLES, len(self.offsets) - 1)
+        start = int(self.offsets[first : last + 1].min())
+        end = int((self.offsets[first : last + 1] + self.sizes[first : last + 1]).max())
+        return start, min(end + SPAN_TAIL, self.size)
+
+
+def _boxes(data: bytes, start: int = 0, end: int | None = None):
+    """(type, payload start, box end) of the boxes in ``data[start:end]``."""
+    end = len(data) if end is None else end
+    pos = start
+    while pos + 8 <= end:
+        size, kind = struct.unpack_from(">I4s", data, pos)
+        header = 8
+        if size == 1:
+            (size,) = struct.unpack_from(">Q", data, pos + 8)
+            header = 16
+        elif size == 0:
+            size = end - pos
+        if size < header:
+            return
+        yield kind.decode("latin-1"), pos + header, min(pos + size, end)
+        pos += size
+
+
+def _child(data: bytes, start: int, end: int, kind: str) -> tuple[int, int] | None:
+    for k, s, e in _boxes(data, start, end):
+        if k == kind:
+            return s, e
+    return None
+
+
+def _path(data: bytes, start: int, end: int, *kinds: str) -> tuple[int, int] | None:
+    for kind in kinds:
+        found = _child(data, start, end, kind)
+        if found is None:
+            return None
+        start, end = found
+    return start, end
+
+
+def _table(data: bytes, box: tuple[int, int] | None, fmt: str, width: int = 1) -> np.ndarray:
+    """Entries of a full box whose 32-bit entry count follows version/flags: ``width``
+    fields of ``fmt`` (a big-endian numpy dtype) each, as an (entries, width) array."""
+    if box is None:
+        return np.zeros((0, width), dtype=fmt)
+    (count,) = struct.unpack_from(">I", data, box[0] + 4)
+    return np.frombuffer(data, dtype=fmt, count=count * width, offset=box[0] + 8).reshape(-1, width)
+
+
+def parse_moov(moov: bytes) -> dict | None:
+    """The first video track's sample table from a moov box's bytes, or None (no video track,
+    a fragmented file, or a layout this parser does not read)."""
+    for kind, s, e in _boxes(moov, 8):
+        if kind != "trak":
+            continue
+        mdia = _child(moov, s, e, "mdia")
+        hdlr = mdia and _child(moov, *mdia, "hdlr")
+        if hdlr is None or moov[hdlr[0] + 8 : hdlr[0] + 12] != b"vide":
+            continue
+        mdhd = _child(moov, *mdia, "mdhd")
+        version = moov[mdhd[0]]
+        (timescale,) = struct.unpack_from(">I", moov, mdhd[0] + (20 if version else 12))
+        stbl = _path(moov, *mdia, "minf", "stbl")
+        if stbl is None:
+            return None
+        stsz = _child(moov, *stbl, "stsz")
+        stco = _child(moov, *stbl, "stco")
+        co64 = _child(moov, *stbl, "co64")
+        if stsz is None or (stco is None and co64 is None):
+            return None
+        fixed, count = struct.unpack_from(">II", moov, stsz[0] + 4)
+        if count == 0:
+            return None
+        sizes = (
+            np.full(count, fixed, dtype=np.int64)
+            if fixed
+            else np.frombuffer(moov, ">u4", count, stsz[0] + 12).astype(np.int64)
+        )
+        chunks = (_table(moov, stco, ">u4") if stco is not None else _table(moov, co64, ">u8"))[
+            :, 0
+        ].astype(np.int64)
+        stsc = _table(moov, _child(moov, *stbl, "stsc"), ">u4", 3).astype(np.int64)
+        first_chunk = np.append(stsc[:, 0] - 1, len(chunks))
+        per_chunk = np.repeat(stsc[:, 1], np.diff(first_chunk))
+        if per_chunk.sum() != count:
+            return None
+        chunk_of = np.repeat(np.arange(len(chunks)), per_chunk)
+        before = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        chunk_first = np.concatenate([[0], np.cumsum(per_chunk)[:-1]])
+        offsets = chunks[chunk_of] + before - before[chunk_first][chunk_of]
+        stts = _table(moov, _child(moov, *stbl, "stts"), ">u4", 2).astype(np.int64)
+        deltas = np.repeat(stts[:, 1], stts[:, 0])[:count]
+        dts = np.concatenate([[0], np.cumsum(deltas)[:-1]])
+        ctts = _child(moov, *stbl, "ctts")
+        if ctts is not None:
+            table = _table(moov, ctts, ">i4", 2).astype(np.int64)
+            shift = np.repeat(table[:, 1], table[:, 0])[:count]
+            dts = dts + np.pad(shift, (0, count - len(shift)))
+        elst = _path(moov, s, e, "edts", "elst")
+        if elst is not None:
+            version = moov[elst[0]]
+            (entries,) = struct.unpack_from(">I", moov, elst[0] + 4)
+            for i in range(entries):
+                if version:
+                    (media_time,) = struct.unpack_from(">q", moov, elst[0] + 8 + 20 * i + 8)
+                else:
+                    (media_time,) = struct.unpack_from(">i", moov, elst[0] + 8 + 12 * i + 4)
+                if media_time >= 0:
+                    dts = dts - media_time
+                    break
+        stss = _child(moov, *stbl, "stss")
+        keyframes = (
+            _table(moov, stss, ">u4")[:, 0].astype(np.int64) - 1
+            if stss is not None
+            else np.arange(count)
+        )
+        return {
+            "offsets": offsets,
+            "sizes": sizes,
+            "pts_s": dts / float(timescale),
+            "keyframes": np.sort(keyframes),
+        }
+    return None
+
+
+def read_mp4_index(fs, path: str) -> Mp4Index | None:
+    """``path``'s video track index, read with at most 3 requests; None where it cannot be
+    read (no moov before a fragment, no video track)."""
+    size = int(fs.size(path))
+    head = fetch_range(fs, path, 0, min(HEAD_BYTES, size))
+    pos = 0
+    while pos + 8 <= size:
+        end = min(pos + 16, size)
+        header = head[pos:end] if end <= len(head) else fetch_range(fs, path, pos, end)
+        if len(header) < 8:
+            return None
+        box, kind = struct.unpack_from(">I4s", header)
+        if box == 1:
+            (box,) = struct.unpack_from(">Q", header, 8)
+        elif box == 0:
+            box = size - pos
+        if box < 8:
+            return None
+        if kind == b"moov":
+            moov = head[pos : pos + box] if pos + box <= len(head) else None
+            moov = moov or fetch_range(fs, path, pos, pos + box)
+            try:
+                table = parse_moov(bytes(moov))
+            except (struct.error, ValueError, IndexError, TypeError):
+                table = None  # a layout this parser does not read: read as a plain file
+            if table is None:
+                return None
+            return Mp4Index(head=bytes(head), moov=(pos, bytes(moov)), size=size, **table)
+        if kind == b"moof":
+            return None
+        pos += box
+    return None
+
+
+class SpanStore:
+    """Byte ranges of remote files held in memory: (path, key) -> (start, bytes), thread-safe.
+
+    ``held`` is the bytes held under episode keys (what the prefetch bound counts); ``peak``
+    its maximum so far.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spans: dict[str, dict[object, tuple[int, bytes]]] = {}
+        self.held = 0
+        self.peak = 0
+
+    def add(self, path: str, key, start: int, data: bytes, counted: bool = True) -> None:
+        with self._lock:
+            self._spans.setdefault(path, {})[key] = (start, data)
+            if counted:
+                self.held += len(data)
+                self.peak = max(self.peak, self.held)
+
+    def drop(self, path: str, key, counted: bool = True) -> None:
+        with self._lock:
+            span = self._spans.get(path, {}).pop(key, None)
+            if span is not None and counted:
+                self.held -= len(span[1])
+
+    def read(self, path: str, pos: int, size: int) -> bytes | None:
+        """Up to ``size`` bytes at ``pos`` from a span holding ``pos`` (the one reaching
+        furthest), or None."""
+        with self._lock:
+            best = None
+            for start, data in self._spans.get(path, {}).values():
+                if start <= pos < start + len(data) and (
+                    best is None or start + len(data) > best[0] + len(best[1])
+                ):
+                    best = (start, data)
+        if best is None:
+            return None
+        start, data = best
+        return data[pos - start : pos - start + size]
+
+
+class SpanFile(io.RawIOBase):
+    """A read-only file over ``fs``'s ``path`` that reads from ``store`` first; a miss fetches
+    a ``FALLBACK_BLOCK`` (kept in a small LRU) and counts it in ``stats["fallbacks"]``."""
+
+    def __init__(self, fs, path: str, size: int, store: SpanStore, stats: dict) -> None:
+        super().__init__()
+        self.fs, self.path, self.size = fs, path, size
+        self.store, self.stats = store, stats
+        self.pos = 0
+        self._blocks: OrderedDict[int, bytes] = OrderedDict()
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence]
+        self.pos = max(0, base + offset)
+        return self.pos
+
+    def read(self, size: int = -1) -> bytes:
+        if size is None or size < 0:
+            size = self.size - self.pos
+        size = min(size, self.size - self.pos)
+        if size <= 0:
+            return b""
+        data = self.store.read(self.path, self.pos, size)
+        if data is None:
+            data = self._fallback(self.pos, size)
+        self.pos += len(data)
+        return data
+
+    def readinto(self, buffer) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def _fallback(self, pos: int, size: int) -> bytes:
+        for start, block in self._blocks.items():
+            if start <= pos < start + len(block):
+                self._blocks.move_to_end(start)
+                return block[pos - start : pos - start + size]
+        block = fetch_range(self.fs, self.path, pos, min(pos + FALLBACK_BLOCK, self.size))
+        self.stats["fallbacks"] = self.stats.get("fallbacks", 0) + 1
+        self.stats["fallback_bytes"] = self.stats.get("fallback_bytes", 0) + len(block)
+        self._blocks[pos] = block
+        while len(self._blocks) > FALLBACK_BLOCKS_KEPT:
+            self._blocks.popitem(last=False)
+        return block[:size]
+
+
+class Prefetcher:
+    """Fetches items (episodes) of a known schedule ahead of need on background threads,
+    holding at most ``max_bytes`` of fetched, unreleased items ahead of the one needed.
+
+    Args:
+        schedule: items in the order they are first needed.
+        size_of: item -> its bytes (known before fetching: the spans' lengths).
+        fetch: item -> result (runs on a pool thread).
+        max_bytes: an item is fetched ahead only while held + its size stays within this; the
+            item needed now is fetched whatever is held (items still in use are never dropped).
+        threads: pool threads.
+    """
+
+    def __init__(
+        self,
+        schedule: Sequence,
+        size_of: Callable[[object], int],
+        fetch: Callable[[object], object],
+        max_bytes: int,
+        threads: int = 2,
+    ) -> None:
+        self.schedule = list(schedule)
+        self.size_of = size_of
+        self.fetch = fetch
+        self.max_bytes = max_bytes
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="prefetch")
+        self._futures: dict[object, Future] = {}
+        self._seen: set = set()  # items submitted once (never fetched twice)
+        self._sizes: dict[object, int] = {}
+        self._next = 0  # schedule position of the next item to submit
+        self.held = 0  # bytes of submitted, unreleased items
+        self.peak = 0
+
+    def _submit(self, item) -> None:
+        self._seen.add(item)
+        size = self._sizes[item] = self.size_of(item)
+        self.held += size
+        self.peak = max(self.peak, self.held)
+        self._futures[item] = self._pool.submit(self.fetch, item)
+
+    def _top_up(self) -> None:
+        while self._next < len(self.schedule):
+            item = self.schedule[self._next]
+            if item not in self._seen:
+                if self.held + self.size_of(item) > self.max_bytes:
+                    return
+                self._submit(item)
+            self._next += 1
+
+    def get(self, item):
+        """``item``'s result (fetching it now if it was not fetched ahead)."""
+        if item not in self._seen:
+            self._submit(item)
+        self._top_up()
+        return self._futures[item].result()
+
+    def release(self, item) -> None:
+        """``item`` is no longer needed: its bytes leave the bound."""
+        future = self._futures.pop(item, None)
+        if future is not None:
+            self.held -= self._sizes.pop(item)
+        self._top_up()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
