@@ -102,7 +102,16 @@ DEFAULT_CHUNK_SIZE = 1000
 # lerobot 0.6.1 lerobot_dataset.py:55
 DEFAULT_TOLERANCE_S = 1e-4
 
-DEFAULT_FEATURES = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+# lerobot's DEFAULT_FEATURES (0.6.1 utils/constants.py; the same in 0.3.x, whose v2.1 writer
+# appends them to every info.json): the columns every data file has, declared last.
+DEFAULT_FEATURE_SPECS = {
+    "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+    "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+    "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+    "index": {"dtype": "int64", "shape": [1], "names": None},
+    "task_index": {"dtype": "int64", "shape": [1], "names": None},
+}
+DEFAULT_FEATURES = tuple(DEFAULT_FEATURE_SPECS)
 
 
 def data_path(chunk_index: int, file_index: int) -> str:

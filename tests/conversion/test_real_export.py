@@ -20,12 +20,12 @@ import pytest
 
 from robopipe.conversion.check import SourceCheckError, check_source
 from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.repairs import DEFAULT_FEATURE_SPECS, REPAIRS
+from robopipe.conversion.repairs import REPAIRS
 from robopipe.conversion.serial import convert_dataset
 from robopipe.conversion.validate import _check_declared_columns
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
-from robopipe.layout import DEFAULT_FEATURES
+from robopipe.layout import DEFAULT_FEATURE_SPECS, DEFAULT_FEATURES
 
 DEFAULTS = list(DEFAULT_FEATURES)
 ALL_REPAIRS = {"restamp_timestamps": True, **dict.fromkeys(REPAIRS, True)}

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from robopipe.layout import DEFAULT_FEATURE_SPECS
+
 if TYPE_CHECKING:  # imported where used: the plan and publish jobs import REPAIRS only
     import pyarrow as pa
 
@@ -39,16 +41,6 @@ REPAIRS = {
     ),
 }
 DERIVABLE_COLUMNS = ("index", "task_index")
-
-# lerobot 0.6.1 DEFAULT_FEATURES (utils/constants.py; the same in 0.3.x, whose v2.1 writer
-# appends them to every info.json): the columns every data file has, declared last.
-DEFAULT_FEATURE_SPECS = {
-    "timestamp": {"dtype": "float32", "shape": [1], "names": None},
-    "frame_index": {"dtype": "int64", "shape": [1], "names": None},
-    "episode_index": {"dtype": "int64", "shape": [1], "names": None},
-    "index": {"dtype": "int64", "shape": [1], "names": None},
-    "task_index": {"dtype": "int64", "shape": [1], "names": None},
-}
 
 
 def repairs_of(options: ConversionOptions) -> dict[str, bool]:

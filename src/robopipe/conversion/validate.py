@@ -36,7 +36,6 @@ import pyarrow.parquet as pq
 from robopipe.conversion.check import undeclared_column_message, undeclared_columns
 from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.conversion.repairs import (
-    DEFAULT_FEATURE_SPECS,
     episode_task_index,
     repair_table,
     repairs_of,
@@ -45,6 +44,7 @@ from robopipe.conversion.shard import timestamp_error
 from robopipe.formats.v21_reader import V21Source, declared_stream
 from robopipe.formats.v30_reader import DatasetMeta, read_data_file, read_meta
 from robopipe.layout import (
+    DEFAULT_FEATURE_SPECS,
     DEFAULT_FEATURES,
     DEFAULT_TOLERANCE_S,
     INFO_PATH,

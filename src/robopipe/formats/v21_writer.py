@@ -46,6 +46,7 @@ from robopipe.atomic import atomic_path, write_json
 from robopipe.errors import DatasetError
 from robopipe.layout import (
     DEFAULT_CHUNK_SIZE,
+    DEFAULT_FEATURE_SPECS,
     V21_DATA_PATH,
     V21_EPISODES_PATH,
     V21_EPISODES_STATS_PATH,
@@ -59,15 +60,6 @@ from robopipe.stats import compute_episode_stats, sample_frames
 log = logging.getLogger(__name__)
 
 CODEBASE_VERSION = "v2.1"
-
-# lerobot 0.3.x datasets/utils.py DEFAULT_FEATURES: appended after the user's features.
-V21_DEFAULT_FEATURES = {
-    "timestamp": {"dtype": "float32", "shape": [1], "names": None},
-    "frame_index": {"dtype": "int64", "shape": [1], "names": None},
-    "episode_index": {"dtype": "int64", "shape": [1], "names": None},
-    "index": {"dtype": "int64", "shape": [1], "names": None},
-    "task_index": {"dtype": "int64", "shape": [1], "names": None},
-}
 
 # Codec name accepted here -> PyAV encoder. lerobot 0.3.x passes "libsvtav1" or "h264" to
 # ``add_stream``; "h264" is pinned to libx264 so that the output does not depend on which
@@ -159,7 +151,7 @@ class V21Writer:
         self.preset = preset
         self.chunks_size = int(chunks_size)
         self.features = {k: _check_feature(k, dict(v)) for k, v in features.items()}
-        for key in V21_DEFAULT_FEATURES:
+        for key in DEFAULT_FEATURE_SPECS:
             if key in self.features:
                 raise ValueError(f"feature {key!r} is added by the writer; do not pass it")
         self.video_keys = [k for k, ft in self.features.items() if ft["dtype"] == "video"]
@@ -271,7 +263,7 @@ class V21Writer:
         return length
 
     def _arrow_schema(self) -> pa.Schema:
-        fts = {k: self.features[k] for k in self.column_keys} | V21_DEFAULT_FEATURES
+        fts = {k: self.features[k] for k in self.column_keys} | DEFAULT_FEATURE_SPECS
         hf = {"info": {"features": {k: _hf_feature(ft) for k, ft in fts.items()}}}
         return pa.schema(
             [pa.field(k, _arrow_type(ft)) for k, ft in fts.items()],
@@ -281,7 +273,7 @@ class V21Writer:
     def _write_parquet(self, path: Path, values: Mapping, defaults: Mapping) -> None:
         arrays = []
         for field in self._schema:
-            ft = self.features.get(field.name) or V21_DEFAULT_FEATURES[field.name]
+            ft = self.features.get(field.name) or DEFAULT_FEATURE_SPECS[field.name]
             data = values.get(field.name, defaults.get(field.name))
             flat = np.ascontiguousarray(data, dtype=ft["dtype"]).reshape(-1)
             if pa.types.is_fixed_size_list(field.type):
@@ -348,7 +340,7 @@ class V21Writer:
             "splits": {"train": f"0:{n}"} if n else {},
             "data_path": V21_DATA_PATH,
             "video_path": V21_VIDEO_PATH if self.video_keys else None,
-            "features": copy.deepcopy(self.features | V21_DEFAULT_FEATURES),
+            "features": copy.deepcopy(self.features | DEFAULT_FEATURE_SPECS),
         }
 
     def part(self) -> dict:
