@@ -4,6 +4,7 @@ without blaming the episodes it does not touch and without changing the copy."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -394,3 +395,59 @@ def test_converted_demo_checks_clean_then_a_missing_video_is_found(converted_dem
 def _cameras(root: Path) -> list[str]:
     info = json.loads((root / "meta/info.json").read_text())
     return [k for k, f in info["features"].items() if f["dtype"] == "video"]
+
+
+# -- a remote dataset: the same check over fsspec ------------------------------------------
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """``served(folder) -> (url, storage_options, hub)``: ``folder`` as the Hub stand-in's
+    repo ``local/demo`` at revision ``v3.0``, read through huggingface_hub's HfFileSystem."""
+    from hub_standin import serve_hub
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    with contextlib.ExitStack() as stack:
+
+        def serve(folder: Path):
+            hub = stack.enter_context(serve_hub({"local/demo": {"v3.0": folder}}))
+            return hub.url("local/demo", "v3.0"), {"endpoint": hub.endpoint}, hub
+
+        yield serve
+
+
+def test_a_remote_dataset_is_checked_by_range_reads(converted_demo, served):
+    url, options, hub = served(converted_demo)
+    report = check_v30(url, "demo", storage_options=options, threads=2)
+    assert report.ok, report.summary()
+    assert report.episodes == 6
+    local = check_v30(converted_demo, "demo")
+    assert {rel: f[0] for rel, f in report.files.items()} == {
+        rel: f[0] for rel, f in local.files.items()
+    }
+    media = [
+        r for r in hub.requests if r.path.endswith((".mp4", "data/chunk-000/file-000.parquet"))
+    ]
+    assert media and all(r.status == 206 for r in media if r.method == "GET")  # never whole
+
+
+def test_a_fault_in_a_remote_dataset_is_found_as_locally(converted_demo, served, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(converted_demo, broken)
+    victim = sorted(broken.glob("videos/*/*/*.mp4"))[1]
+    with open(victim, "r+b") as f:
+        f.truncate(victim.stat().st_size // 2)
+    url, options, _hub = served(broken)
+    remote = check_v30(url, "demo", storage_options=options)
+    local = check_v30(broken, "demo")
+    assert not remote.ok
+    assert sorted(map(repr, remote.problems)) == sorted(map(repr, local.problems))
+    rel = victim.relative_to(broken).as_posix()
+    assert {p.file for p in remote.problems} == {rel}
+
+
+def test_a_missing_remote_revision_is_one_problem(converted_demo, served):
+    url, options, _hub = served(converted_demo)
+    report = check_v30(url.replace("@v3.0", "@v9.9"), "demo", storage_options=options)
+    assert [p.kind for p in report.problems] == ["source"]

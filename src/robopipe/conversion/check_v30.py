@@ -31,11 +31,18 @@ A problem that concerns a file shared by several episodes (a missing data file, 
 is reported once for each episode in it, so that leaving those episodes out (``skip_episodes``)
 is exactly what the report asks for. Files that are not part of the dataset are notes, except a
 data parquet no episode names: lerobot reads every ``data/*/*.parquet``, so it shifts the rows.
+
+The dataset is read through fsspec, so a remote one (``hf://``, ``s3://``, ``https://``) is
+checked the same way without downloading whole files: the metadata files, then range reads of
+the parquet footers and small columns, and of the mp4 headers and last GOPs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import posixpath
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -43,13 +50,15 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
+import fsspec
 import numpy as np
+from fsspec.implementations.local import LocalFileSystem
 
-from robopipe.conversion.check import CheckReport, Problem, _changes, _stray_files
+from robopipe.conversion.check import KNOWN_EXTRA_FILES, CheckReport, Problem, _changes
 from robopipe.conversion.meta import INFO_KEYS
 from robopipe.errors import DatasetError
-from robopipe.formats.v21_reader import declared_stream, read_json, template_fields
-from robopipe.formats.v30_reader import EPISODE_COLUMNS, DatasetMeta, read_tasks
+from robopipe.formats.v21_reader import declared_stream, template_fields
+from robopipe.formats.v30_reader import EPISODE_COLUMNS, DatasetMeta, open_url, read_tasks
 from robopipe.layout import (
     DATA_PATH,
     DEFAULT_CHUNK_SIZE,
@@ -81,22 +90,30 @@ DEFAULT_TEMPLATES = {"data_path": DATA_PATH, "video_path": VIDEO_PATH}
 CAMERA_COLUMNS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 STAT_NAMES = ("min", "max", "mean", "std", "count")
 FIX = "restore it, or leave the episodes out with `skip_episodes`"
+# range reads of a remote file: a parquet footer or an mp4 header costs a request or two
+REMOTE_BLOCK_SIZE = 1 << 18
 
 
 def check_v30(
     root: str | Path,
     name: str,
     *,
+    storage_options: dict | None = None,
+    fs: fsspec.AbstractFileSystem | None = None,
     threads: int = 1,
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     skip_episodes: Iterable[int] = (),
     previous: Mapping | None = None,
 ) -> CheckReport:
-    """Check the v3.0 dataset in the local folder ``root`` completely; never raises for bad data.
+    """Check the v3.0 dataset at ``root`` completely; never raises for bad data.
 
     Args:
-        root: the v3.0 dataset folder (``meta/``, ``data/``, ``videos/``).
+        root: the v3.0 dataset's folder (``meta/``, ``data/``, ``videos/``): a local path or
+            any fsspec URL (``hf://datasets/<id>@<revision>``, ``s3://...``, ``https://...``);
+            with ``fs``, a path on that filesystem.
         name: the dataset name (for messages).
+        storage_options: fsspec options of ``root`` (ignored with ``fs``).
+        fs: the filesystem ``root`` is on (default: the one its URL names).
         threads: files checked at once (footer reads and mp4 opens release the GIL).
         tolerance_s: how far a timestamp may be from where it should be (lerobot's default
             1e-4 s): ``timestamp`` against ``frame_index / fps``, ``to_timestamp`` against the
@@ -106,18 +123,30 @@ def check_v30(
 
     Returns:
         A :class:`~robopipe.conversion.check.CheckReport` (``repairs`` is empty: no repair
-        applies to v3.0; ``files`` maps each file read to ``[size, mtime_ns]``).
+        applies to v3.0; ``files`` maps each file read to ``[size, mtime_ns]`` for a local
+        file, ``[size, ETag or checksum]`` for a remote one).
     """
-    root = Path(root)
-    report = CheckReport(name, str(root.resolve()), {})
-    if not root.is_dir():
-        report.problems.append(Problem("source", f"dataset folder {root} does not exist"))
+    if fs is None:
+        fs, base = open_url(str(root), storage_options)
     else:
-        _Checker(root, name, tolerance_s, report).run(max(1, threads))
+        base = str(root).rstrip("/")
+    local = isinstance(fs, LocalFileSystem)
+    report = CheckReport(name, os.path.realpath(base) if local else str(root), {})
+    try:
+        exists = fs.isdir(base)
+    except OSError as exc:  # a remote revision or bucket that cannot be listed
+        exists, why = False, f"cannot be read ({exc})"
+    else:
+        why = "does not exist"
+    if not exists:
+        report.problems.append(Problem("source", f"dataset folder {root} {why}"))
+    else:
+        checker = _Checker(fs, base, name, tolerance_s, report)
+        checker.run(max(1, threads))
         skip = set(skip_episodes)
         report.notes += [p for p in report.problems if p.episode in skip]
         report.problems = [p for p in report.problems if p.episode not in skip]
-        report.notes += _stray_files(root, report.files)
+        report.notes += checker.stray_files()
     if previous is not None:
         report.notes += _changes(previous.get("files", {}), report.files)
     return report
@@ -143,9 +172,13 @@ class _Episodes:
 
 
 class _Checker:
-    def __init__(self, root: Path, name: str, tolerance_s: float, report: CheckReport) -> None:
+    def __init__(
+        self, fs: fsspec.AbstractFileSystem, root: str, name: str, tolerance_s: float, report
+    ) -> None:
+        self.fs = fs
         self.root = root
-        self.real_root = root.resolve()
+        self.local = isinstance(fs, LocalFileSystem)
+        self.real_root = os.path.realpath(root) if self.local else posixpath.normpath(root)
         self.name = name
         self.tolerance_s = tolerance_s
         self.report = report
@@ -155,6 +188,17 @@ class _Checker:
 
     def add(self, kind: str, message: str, episode: int | None = None, file=None) -> None:
         self.report.problems.append(Problem(kind, message, episode, file))
+
+    def path(self, rel: str) -> str:
+        """The filesystem path of ``rel`` (relative to the dataset root)."""
+        return f"{self.root}/{rel}"
+
+    def open(self, rel: str):
+        """A context giving ``rel`` to read: a local path, or a remote file read in ranges of
+        :data:`REMOTE_BLOCK_SIZE` (never the whole file at once)."""
+        if self.local:
+            return contextlib.nullcontext(self.path(rel))
+        return self.fs.open(self.path(rel), "rb", block_size=REMOTE_BLOCK_SIZE)
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -184,9 +228,12 @@ class _Checker:
     def _check_info(self) -> bool:
         self._record(INFO_PATH)
         try:
-            info = read_json(self.root, INFO_PATH, self.name)
-        except DatasetError as exc:
-            self.add("metadata", exc.reason, file=INFO_PATH)
+            info = json.loads(self.fs.cat_file(self.path(INFO_PATH)))
+        except FileNotFoundError:
+            self.add("metadata", "file is missing", file=INFO_PATH)
+            return False
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            self.add("metadata", f"not valid JSON: {exc}", file=INFO_PATH)
             return False
         version = info.get("codebase_version")
         if version != "v3.0":
@@ -265,7 +312,9 @@ class _Checker:
     def _check_tasks(self) -> list[str] | None:
         if self._locate(TASKS_PATH, "tasks file") is None:
             return None
-        meta = DatasetMeta(self.name, str(self.root), self.info, [], {}, root=str(self.root))
+        meta = DatasetMeta(
+            self.name, self.root, self.info, [], {}, root=self.root, _fs=(os.getpid(), self.fs)
+        )
         try:
             tasks = read_tasks(meta)
         except DatasetError as exc:
@@ -284,12 +333,10 @@ class _Checker:
         return tasks
 
     def _check_stats(self) -> None:
-        import json
-
         if self._locate(STATS_PATH, "stats file") is None:
             return
         try:
-            stats = json.loads((self.root / STATS_PATH).read_text(encoding="utf-8"))
+            stats = json.loads(self.fs.cat_file(self.path(STATS_PATH)))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             self.add("unreadable_file", f"not valid JSON ({exc})", file=STATS_PATH)
             return
@@ -348,7 +395,7 @@ class _Checker:
         parts: dict[str, list[np.ndarray]] = defaultdict(list)
         chunks_size = int(self.info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
         chunk, file, walked = 0, 0, []
-        while (self.root / episodes_path(chunk, file)).exists():
+        while self.fs.exists(self.path(episodes_path(chunk, file))):
             walked.append(episodes_path(chunk, file))
             chunk, file = next_chunk_file(chunk, file, chunks_size)
         if not walked:
@@ -367,14 +414,17 @@ class _Checker:
                 episodes.complete = False
                 continue
             try:
-                parquet = pq.ParquetFile(self.root / rel)
-                absent = [c for c in wanted if c not in parquet.schema_arrow.names]
+                with self.open(rel) as source:
+                    parquet = pq.ParquetFile(source, pre_buffer=True)
+                    names = parquet.schema_arrow.names
+                    absent = [c for c in wanted if c not in names]
+                    extra = ["tasks"] if "tasks" in names else []
+                    if not absent:
+                        table = parquet.read(columns=wanted + extra, use_threads=False)
                 if absent:
                     self.add("columns", f"column(s) {', '.join(absent)} missing", file=rel)
                     episodes.complete = False
                     continue
-                extra = ["tasks"] if "tasks" in parquet.schema_arrow.names else []
-                table = parquet.read(columns=wanted + extra, use_threads=False)
             except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
                 self.add("unreadable_file", f"unreadable parquet ({exc}); {FIX}", file=rel)
                 episodes.complete = False
@@ -501,31 +551,44 @@ class _Checker:
 
     # -- files -----------------------------------------------------------------------------
 
-    def _record(self, rel: str) -> os.stat_result | None:
+    def _record(self, rel: str) -> int | None:
+        """Record ``rel``'s signature in the report; return its size, None when missing."""
         try:
-            stat = os.stat(self.root / rel)
+            if self.local:
+                stat = os.stat(self.path(rel))
+                signature = [stat.st_size, stat.st_mtime_ns]
+            else:
+                info = self.fs.info(self.path(rel))
+                if info.get("type") == "directory":
+                    return None
+                version = info.get("ETag") or info.get("blob_id") or info.get("etag")
+                lfs = info.get("lfs") or {}
+                signature = [int(info["size"]), lfs.get("sha256") or version]
         except (FileNotFoundError, NotADirectoryError):
             return None
-        self.report.files[rel] = [stat.st_size, stat.st_mtime_ns]
-        return stat
+        self.report.files[rel] = signature
+        return signature[0]
 
     def _locate(self, rel: str, what: str, episodes: Iterable[int] = (None,)) -> str | None:
         """``rel`` when the file is usable; otherwise None, with a problem for each of
         ``episodes`` (None: the file's own problem)."""
         episodes = list(episodes)
-        real = Path(os.path.realpath(self.root / rel))
+        if self.local:
+            real = os.path.realpath(self.path(rel))
+        else:  # no symlinks remotely: only `..` can leave the root
+            real = posixpath.normpath(self.path(rel))
         message = kind = None
-        if not real.is_relative_to(self.real_root):
+        if not (real + "/").startswith(self.real_root.rstrip("/") + "/"):
             kind = "outside_root"
             message = (
                 f"{what} resolves to {real}, outside the dataset folder; keep every file (and "
                 "symlink target) inside it"
             )
         else:
-            stat = self._record(rel)
-            if stat is None:
+            size = self._record(rel)
+            if size is None:
                 kind, message = "missing_file", f"{what} is missing; {FIX}"
-            elif stat.st_size == 0:
+            elif size == 0:
                 kind, message = "empty_file", f"{what} is empty; {FIX}"
         if kind is None:
             return rel
@@ -535,9 +598,20 @@ class _Checker:
 
     def _on_disk(self, folder: str) -> set[str]:
         """The ``<folder>/*/*.parquet`` files there are (lerobot globs these)."""
-        return {
-            p.relative_to(self.root).as_posix() for p in (self.root / folder).glob("*/*.parquet")
-        }
+        found = self.fs.glob(self.path(f"{folder}/*/*.parquet"))
+        return {self._relative(p) for p in found}
+
+    def _relative(self, path: str) -> str:
+        """A path the filesystem listed, relative to the root."""
+        return posixpath.relpath(self.fs._strip_protocol(path), self.fs._strip_protocol(self.root))
+
+    def stray_files(self) -> list[Problem]:
+        """Notes for the files under the root that are not part of the dataset."""
+        return [
+            Problem("stray_file", "not part of the dataset; it is not converted", file=rel)
+            for rel in sorted(self._relative(p) for p in self.fs.find(self.root))
+            if rel not in self.report.files and rel not in KNOWN_EXTRA_FILES
+        ]
 
     def _template(self, key: str, **fields) -> str:
         return self.info[key].format(**fields)
@@ -593,7 +667,8 @@ class _Checker:
         import pyarrow.parquet as pq
 
         try:
-            return pq.ParquetFile(self.root / rel).metadata.num_rows
+            with self.open(rel) as source:
+                return pq.ParquetFile(source).metadata.num_rows
         except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
             return exc
 
@@ -635,8 +710,18 @@ class _DataFileCheck:
         episodes = self.episodes
         index = episodes["episode_index"]
         owner_eps = [int(index[r]) for r in owners]
-        parquet = pq.ParquetFile(self.checker.root / rel)
-        names = parquet.schema_arrow.names
+        try:
+            with self.checker.open(rel) as source:
+                parquet = pq.ParquetFile(source, pre_buffer=True)
+                names = parquet.schema_arrow.names
+                small = [c for c in DEFAULT_FEATURES if c in names]
+                table = parquet.read(columns=small, use_threads=False)
+            cols = {c: table.column(c).to_numpy() for c in small}
+        except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
+            return problems + [
+                Problem("unreadable_file", f"unreadable parquet ({exc}); {FIX}", ep, rel)
+                for ep in owner_eps
+            ]
         needed = [k for k, f in self.checker.info["features"].items() if f["dtype"] != "video"]
         absent = [c for c in dict.fromkeys([*DEFAULT_FEATURES, *needed]) if c not in names]
         for ep in owner_eps:
@@ -644,15 +729,6 @@ class _DataFileCheck:
                 problems.append(
                     Problem("columns", f"column(s) {', '.join(absent)} missing", ep, rel)
                 )
-        small = [c for c in DEFAULT_FEATURES if c in names]
-        try:
-            table = parquet.read(columns=small, use_threads=False)
-            cols = {c: table.column(c).to_numpy() for c in small}
-        except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
-            return problems + [
-                Problem("unreadable_file", f"unreadable parquet ({exc}); {FIX}", ep, rel)
-                for ep in owner_eps
-            ]
         problems += self._row_problems(rel, offset, rows, owners, cols)
         problems += self._foreign_episodes(rel, owner_eps, cols)
         return problems
@@ -784,10 +860,9 @@ class _VideoFileCheck:
 
         episodes = self.episodes
         eps = [int(episodes["episode_index"][r]) for r in owners]
-        path = self.checker.root / rel
-        size = os.path.getsize(path)
+        size = self.checker.report.files[rel][0]  # recorded by _locate
         try:
-            with av.open(str(path), format=MP4) as container:
+            with self.checker.open(rel) as source, av.open(source, format=MP4) as container:
                 if not container.streams.video:
                     return [
                         Problem("video_stream", f"no video stream; {FIX}", ep, rel) for ep in eps
