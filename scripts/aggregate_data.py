@@ -9,7 +9,7 @@ from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.validate import validate_data_file
 from robopipe.jobs import logged
 
-with logged(snakemake) as log:
+with logged(snakemake, pandas=False) as log:
     plan = load_plan(snakemake.input.plan)
     aggregate_data(list(snakemake.input.shards), snakemake.output.data)
     log.info("wrote %s from %d shards", snakemake.output.data, len(snakemake.input.shards))

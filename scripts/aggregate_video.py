@@ -9,7 +9,7 @@ from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.validate import validate_video_file
 from robopipe.jobs import logged
 
-with logged(snakemake) as log:
+with logged(snakemake, pandas=False) as log:
     wildcards = snakemake.wildcards
     plan = load_plan(snakemake.input.plan)
     source = load_planned_source(plan.source, plan.dataset, plan)

@@ -1,5 +1,6 @@
 """Snakemake job: check the whole source of one dataset (results/{dataset}/check.json): a
-v2.1 source before it is converted, a v3.0 one before any loader reads it.
+v2.1 source before it is converted, a v3.0 one (a local folder, or any fsspec URL, read by
+range requests) before any loader reads it.
 
 Every problem goes to the log, one line each, and the full report to check.json; with
 problems the job fails, Snakemake removes check.json, and the report stays in the log folder
@@ -16,7 +17,7 @@ from robopipe.conversion.check_v30 import check_v30
 from robopipe.conversion.options import ConversionOptions
 from robopipe.jobs import logged
 
-with logged(snakemake) as log:
+with logged(snakemake, pandas=False) as log:
     dataset = snakemake.wildcards.dataset
     output = Path(snakemake.output[0])
     files = output.with_name("check_files.json")
@@ -25,9 +26,11 @@ with logged(snakemake) as log:
         report = check_v30(
             snakemake.params.source,
             dataset,
+            storage_options=snakemake.params.storage_options,
             threads=snakemake.threads,
             tolerance_s=options.tolerance_s,
             skip_episodes=options.skip_episodes,
+            episodes=snakemake.params.episodes,
             previous=read_report(files),
         )
     else:

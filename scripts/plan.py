@@ -5,7 +5,7 @@ from robopipe.conversion.plan import make_plan
 from robopipe.formats.v21_reader import load_source
 from robopipe.jobs import logged
 
-with logged(snakemake) as log:
+with logged(snakemake, pandas=False) as log:
     options = ConversionOptions.from_config(snakemake.params.options)
     source = load_source(
         snakemake.params.source,

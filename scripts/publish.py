@@ -6,7 +6,7 @@ from robopipe.conversion.plan import load_plan
 from robopipe.conversion.publish import publish
 from robopipe.jobs import logged
 
-with logged(snakemake) as log:
+with logged(snakemake, pandas=False) as log:
     final = Path(snakemake.output[0]).parents[1]  # the declared output is <v3.0>/meta/info.json
     publish(Path(snakemake.input.meta).parent, load_plan(snakemake.input.plan), final)
     log.info("published %s", final)

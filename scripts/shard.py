@@ -4,7 +4,7 @@ from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.shard import build_shard
 from robopipe.jobs import logged
 
-with logged(snakemake) as log:
+with logged(snakemake, pandas=False) as log:
     plan = load_plan(snakemake.input.plan)
     build_shard(
         load_planned_source(plan.source, plan.dataset, plan),

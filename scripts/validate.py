@@ -8,7 +8,7 @@ from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.validate import validate
 from robopipe.jobs import logged
 
-with logged(snakemake) as log:
+with logged(snakemake, pandas=False) as log:
     plan = load_plan(snakemake.input.plan)
     reports = [json.loads(Path(p).read_text("utf-8")) for p in snakemake.input.reports]
     summary = validate(

@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from robopipe.atomic import write_json
 from robopipe.conversion.options import ConversionOptions
-from robopipe.formats.v21_reader import V21Source, load_source
-from robopipe.layout import data_path, next_chunk_file, video_path
+from robopipe.formats.v21_reader import STATS_FIX, V21Source, load_source
+from robopipe.layout import V21_EPISODES_STATS_PATH, data_path, next_chunk_file, video_path
 
 MIB = 2**20
 PLAN_VERSION = 3
@@ -255,7 +254,7 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
         raise source.error("no episodes left to convert")
     if check_stats and not options.compute_missing_stats:
         # a missing or incomplete file fails the plan, not the meta job
-        source.episodes_stats  # noqa: B018
+        _check_stats(source, kept)
 
     data_sizes, lengths = [], []
     video_sizes = {key: [] for key in source.video_keys}
@@ -273,7 +272,7 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
         for key in source.video_keys:
             path = source.video_file(src_index, key)
             try:
-                video_sizes[key].append(os.stat(path).st_size / MIB)
+                video_sizes[key].append(source.file_size(path) / MIB)
             except FileNotFoundError:
                 raise source.error("video file is missing", episode=src_index, file=path) from None
 
@@ -405,13 +404,27 @@ def _video_files(episodes: list[PlannedEpisode], key: str) -> list[PlannedFile]:
     return [PlannedFile(c, f) for c, f in dict.fromkeys(e.videos[key] for e in episodes)]
 
 
-def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, float]:
-    # imported here: publish and every other job read plans, only planning reads footers
-    import pyarrow.parquet as pq
+def _check_stats(source: V21Source, kept: list[int]) -> None:
+    """Raise the :attr:`V21Source.episodes_stats` error where ``episodes_stats.jsonl`` is
+    missing or lacks a kept episode, reading it a line at a time (the stats are not kept:
+    at 20,000 episodes the whole file is 400 MB of Python objects)."""
+    # imported here: the check module is the one reader of which episodes have stats
+    from robopipe.conversion.check import _stats_episodes
 
+    have = _stats_episodes(source)
+    absent = [index for index in kept if index not in have]
+    if absent:
+        raise source.error(
+            f"no stats for this episode; {STATS_FIX}",
+            episode=absent[0],
+            file=V21_EPISODES_STATS_PATH,
+        )
+
+
+def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, float]:
     path = source.data_file(episode_index)
     try:
-        metadata = pq.read_metadata(path)
+        metadata = source.parquet_metadata(path)  # range reads of a remote source's footer
     except FileNotFoundError:
         raise source.error("data file is missing", episode=episode_index, file=path) from None
     except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for corrupt footers

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -42,7 +43,7 @@ from robopipe.conversion.repairs import (
 )
 from robopipe.conversion.shard import timestamp_error
 from robopipe.formats.v21_reader import V21Source, declared_stream
-from robopipe.formats.v30_reader import DatasetMeta, read_data_file, read_meta
+from robopipe.formats.v30_reader import DatasetMeta, read_meta
 from robopipe.layout import (
     DEFAULT_FEATURE_SPECS,
     DEFAULT_FEATURES,
@@ -79,26 +80,59 @@ def validate_data_file(
     rel = data_path(chunk, file)
     episodes = [e for e in plan.episodes if e.data == (chunk, file)]
     try:
-        table = pq.read_table(Path(root) / rel)
+        parquet = pq.ParquetFile(Path(root) / rel)
     except (OSError, pa.ArrowInvalid) as exc:
         raise source.error(f"unreadable output data file: {exc}", file=rel) from None
+    rows_in_file = parquet.metadata.num_rows
     expected_rows = sum(e.length for e in episodes)
-    if table.num_rows != expected_rows:
-        raise source.error(f"{table.num_rows} rows, expected {expected_rows}", file=rel)
+    if rows_in_file != expected_rows:
+        raise source.error(f"{rows_in_file} rows, expected {expected_rows}", file=rel)
     first = episodes[0].dataset_from_index
-    index = table.column("index").to_numpy()
-    if not np.array_equal(index, np.arange(first, first + table.num_rows)):
-        bad = int(np.flatnonzero(index != np.arange(first, first + table.num_rows))[0])
-        raise source.error(
-            f"index column is not the global row position: row {bad} has index {index[bad]}, "
-            f"expected {first + bad}",
-            file=rel,
-        )
-    for ep in episodes:
-        rows = table.slice(ep.dataset_from_index - first, ep.length)
-        _check_episode_rows(source, plan, ep, rows, rel, tolerance_s)
+    try:
+        for ep, rows in zip(
+            episodes, episode_rows(parquet, [e.length for e in episodes]), strict=True
+        ):
+            index = rows.column("index").to_numpy()
+            expected = np.arange(ep.dataset_from_index, ep.dataset_to_index)
+            if not np.array_equal(index, expected):
+                bad = int(np.flatnonzero(index != expected)[0])
+                raise source.error(
+                    "index column is not the global row position: row "
+                    f"{ep.dataset_from_index - first + bad} has index {index[bad]}, "
+                    f"expected {expected[bad]}",
+                    file=rel,
+                )
+            _check_episode_rows(source, plan, ep, rows, rel, tolerance_s)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise source.error(f"unreadable output data file: {exc}", file=rel) from None
     seconds = round(time.perf_counter() - start, 3)
-    return {"file": rel, "episodes": len(episodes), "rows": table.num_rows, "seconds": seconds}
+    return {"file": rel, "episodes": len(episodes), "rows": rows_in_file, "seconds": seconds}
+
+
+def episode_rows(parquet: pq.ParquetFile, lengths: list[int]) -> Iterator[pa.Table]:
+    """The rows of each episode of a parquet file, in order: ``lengths[i]`` rows for episode
+    ``i``, read one row group at a time, so that memory holds one row group and one episode,
+    not the file (a data file whose episodes are its row groups, as robopipe writes them,
+    yields each row group as it is).
+
+    Raises:
+        ValueError: the file has fewer rows than ``sum(lengths)``.
+    """
+    pending: list[pa.Table] = []  # rows read but not yet yielded, in order
+    held = 0
+    groups = iter(range(parquet.num_row_groups))
+    for length in lengths:
+        while held < length:
+            group = next(groups, None)
+            if group is None:
+                raise ValueError(f"{held} rows left for an episode of {length}")
+            table = parquet.read_row_group(group)
+            pending.append(table)
+            held += table.num_rows
+        rows = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
+        yield rows.slice(0, length)
+        rest = rows.slice(length)
+        pending, held = ([rest] if rest.num_rows else []), rest.num_rows
 
 
 def _check_episode_rows(
@@ -406,8 +440,8 @@ def _load_first_and_last_frames(
             with FrameReader(root / meta.video_file(key, episodes[0].episode_index)) as reader:
                 for ep, row in ((episodes[0], 0), (episodes[-1], episodes[-1].length - 1)):
                     rel = meta.data_file(ep.episode_index)
-                    if rel not in timestamps:
-                        timestamps[rel] = read_data_file(meta, rel)["timestamp"]
+                    if rel not in timestamps:  # one file's column at a time
+                        timestamps = {rel: _timestamps(root, rel)}
                     first_row = int(meta.episodes["dataset_from_index"][ep.episode_index])
                     ts = float(timestamps[rel][first_row - file_start[ep.data] + row])
                     start = float(meta.episodes[f"videos/{key}/from_timestamp"][ep.episode_index])
@@ -428,3 +462,9 @@ def _load_first_and_last_frames(
                         )
                     looked_up += 1
     return looked_up
+
+
+def _timestamps(root: Path, rel: str) -> np.ndarray:
+    """The ``timestamp`` column of data file ``rel`` (as lerobot's loader reads it: float)."""
+    column = pq.read_table(Path(root) / rel, columns=["timestamp"]).column("timestamp")
+    return column.to_numpy().astype(np.float64, copy=False)
