@@ -25,6 +25,7 @@ COUNTER_FIELDS = (
     "evictions",
     "fetch_s",
     "decode_s",
+    "wait_s",
     "frames",
     "samples",
     "cpu_fallback",
@@ -40,7 +41,8 @@ class Counters:
     One row per process (slot 0 = main process, slot w+1 = DataLoader worker w), so each row
     has one writer and needs no lock; ``totals()`` sums the rows. Held in shared memory
     (``multiprocessing.RawArray``), it survives fork and is inherited by spawned workers.
-    Fields: ``COUNTER_FIELDS`` (seconds are wall-clock seconds summed over threads).
+    Fields: ``COUNTER_FIELDS`` (seconds are wall-clock seconds summed over threads;
+    ``wait_s``: seconds a loader waited on the network for bytes it needed).
     """
 
     def __init__(self) -> None:

@@ -128,12 +128,27 @@ class ItemReader:
             self.counters.add(decode_s=time.perf_counter() - start, frames=len(positions))
         return {**frames, **self._decode_videos(episode, rows, video_rows, position)}
 
-    def _decode_videos(self, episode, rows, video_rows, position) -> dict[str, torch.Tensor]:
+    def video_requests(
+        self, episode: int, rows: dict[str, np.ndarray], position: int, video_rows=None
+    ) -> dict[str, tuple[str, np.ndarray]]:
+        """Per video camera, (relative mp4 path, (T,) float64 seconds in that file) of the
+        frames the item at row ``position`` of ``episode`` shows (its window's, clamped)."""
+        if video_rows is None:
+            length = len(rows["index"])
+            video_rows = {
+                key: window_rows(position, length, offsets)[0]
+                for key, offsets in self.offsets.items()
+                if key in self.meta.video_keys
+            }
         jobs = {}
         for cam in self.meta.video_keys:
             ts = rows["timestamp"][video_rows.get(cam, np.array([position]))].astype(np.float64)
             start = self.meta.episodes[f"videos/{cam}/from_timestamp"][episode]
             jobs[cam] = (self.meta.video_file(cam, episode), start + ts)
+        return jobs
+
+    def _decode_videos(self, episode, rows, video_rows, position) -> dict[str, torch.Tensor]:
+        jobs = self.video_requests(episode, rows, position, video_rows)
         if not jobs:  # a dataset without video cameras
             return {}
         if len(jobs) == 1:

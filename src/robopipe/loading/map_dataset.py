@@ -7,9 +7,13 @@ import time
 import numpy as np
 import torch.utils.data
 
+from fsspec.implementations.local import LocalFileSystem
+
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_data_file
 from robopipe.loading.batches import BatchBuffers, FrameBatch
+from robopipe.loading.decoder import DecoderCache
+from robopipe.loading.gop_cache import GopCache
 from robopipe.loading.items import ItemReader
 
 
@@ -30,6 +34,11 @@ class MapDataset(torch.utils.data.Dataset):
     ``k >= prefetch_factor + 2`` (4 with the DataLoader's default) and clone frames kept longer
     than the next batch.
 
+    From a remote URL, videos are read through a per-process GOP cache
+    (``robopipe.loading.gop_cache``): the GOPs a batch's frames need and no cached range holds
+    are fetched in one concurrent call (about one round trip per batch, not one per frame),
+    and up to ``gop_cache_mb`` MiB of GOPs stay cached per process for later frames.
+
     Example::
 
         ds = MapDataset("results/demo/v3.0", batch_buffers=4)
@@ -41,12 +50,16 @@ class MapDataset(torch.utils.data.Dataset):
         storage_options: fsspec options for ``url``.
         batch_buffers: shared-memory batch buffers per process and camera, 0 for none
             (frames collated by the DataLoader as usual); ignored with ``decode_device="cuda"``.
+        gop_cache_mb: MiB of video GOPs each process (DataLoader worker) caches from a remote
+            ``url`` (a batch's own GOPs are kept even beyond it); 0 reads remote videos
+            through fsspec's 1 MiB ``readahead`` file instead (a round trip per frame).
+            Ignored for a local path.
         **item_options: ``ItemReader``'s keywords (``delta_timestamps``, ``image_dtype``,
             ``decode_device``, ``tolerance_s``, ``decoder_cache_size``, ``seek_mode``).
 
     Raises:
         DatasetError: missing or inconsistent files (``index`` column not 0..n-1).
-        ValueError: ``batch_buffers`` < 0, or a bad item option.
+        ValueError: ``batch_buffers`` or ``gop_cache_mb`` < 0, or a bad item option.
     """
 
     def __init__(
@@ -56,14 +69,24 @@ class MapDataset(torch.utils.data.Dataset):
         name: str | None = None,
         storage_options: dict | None = None,
         batch_buffers: int = 0,
+        gop_cache_mb: float = 64.0,
         **item_options,
     ) -> None:
         if batch_buffers < 0:
             raise ValueError(f"batch_buffers must be >= 0, got {batch_buffers}")
+        if gop_cache_mb < 0:
+            raise ValueError(f"gop_cache_mb must be >= 0, got {gop_cache_mb}")
         self.reader = ItemReader.from_url(
             url, name=name, storage_options=storage_options, **item_options
         )
         self.meta = self.reader.meta
+        self.gops = None
+        if gop_cache_mb and self.meta.video_keys and not isinstance(self.meta.fs, LocalFileSystem):
+            self.gops = GopCache(self.meta, gop_cache_mb, self.reader.counters)
+            old = self.reader.decoders
+            self.reader.decoders = DecoderCache(
+                self.gops.open, old.max_size, old.device, old.seek_mode, self.reader.counters
+            )
         self.columns = _read_all_data(self.meta)
         on_cpu = item_options.get("decode_device", "cpu") == "cpu"
         self.buffers = BatchBuffers(batch_buffers) if batch_buffers and on_cpu else None
@@ -76,21 +99,38 @@ class MapDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return self.meta.num_frames
 
-    def __getitem__(self, index: int) -> dict:
+    def _locate(self, index: int) -> tuple[int, dict[str, np.ndarray], int]:
+        """(episode, the episode's data rows, row of ``index`` in it)."""
         if not 0 <= index < len(self):
             raise IndexError(f"frame index {index} outside [0, {len(self)})")
-        start = time.perf_counter()
         episode = int(self.meta.episode_of(index))
         lo = int(self.meta.episodes["dataset_from_index"][episode])
         hi = int(self.meta.episodes["dataset_to_index"][episode])
-        rows = {key: column[lo:hi] for key, column in self.columns.items()}
+        return episode, {key: column[lo:hi] for key, column in self.columns.items()}, index - lo
+
+    def _fetch_gops(self, located: list[tuple[int, dict, int]]) -> None:
+        """Cache the GOPs of the frames of ``located`` items in one concurrent fetch."""
+        if self.gops is not None:
+            self.gops.fetch(
+                [job for e, r, p in located for job in self.reader.video_requests(e, r, p).values()]
+            )
+
+    def __getitem__(self, index: int) -> dict:
+        start = time.perf_counter()
+        located = self._locate(index)
         self.reader.counters.add(fetch_s=time.perf_counter() - start)
-        return self.reader.item(episode, rows, index - lo)
+        self._fetch_gops([located])
+        return self.reader.item(*located)
 
     def __getitems__(self, indices: list[int]) -> list[dict]:
         """The items at ``indices`` (a DataLoader's batch); with ``batch_buffers``, a
-        ``FrameBatch`` whose frames are in this process's next batch buffer."""
-        items = [self[int(i)] for i in indices]
+        ``FrameBatch`` whose frames are in this process's next batch buffer. From a remote
+        URL, the batch's GOPs are fetched first, all at once."""
+        start = time.perf_counter()
+        located = [self._locate(int(i)) for i in indices]
+        self.reader.counters.add(fetch_s=time.perf_counter() - start)
+        self._fetch_gops(located)
+        items = [self.reader.item(*one) for one in located]
         if self.buffers is None or not items:
             return items
         frames = {}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import io
 import struct
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -265,12 +266,15 @@ class SpanStore:
 
 class SpanFile(io.RawIOBase):
     """A read-only file over ``fs``'s ``path`` that reads from ``store`` first; a miss fetches
-    a ``FALLBACK_BLOCK`` (kept in a small LRU) and counts it in ``stats["fallbacks"]``."""
+    a ``FALLBACK_BLOCK`` (kept in a small LRU) and counts it in ``stats["fallbacks"]`` (and
+    its seconds in ``counters``' ``wait_s``, where ``counters`` is given)."""
 
-    def __init__(self, fs, path: str, size: int, store: SpanStore, stats: dict) -> None:
+    def __init__(
+        self, fs, path: str, size: int, store: SpanStore, stats: dict, counters=None
+    ) -> None:
         super().__init__()
         self.fs, self.path, self.size = fs, path, size
-        self.store, self.stats = store, stats
+        self.store, self.stats, self.counters = store, stats, counters
         self.pos = 0
         self._blocks: OrderedDict[int, bytes] = OrderedDict()
 
@@ -310,7 +314,10 @@ class SpanFile(io.RawIOBase):
             if start <= pos < start + len(block):
                 self._blocks.move_to_end(start)
                 return block[pos - start : pos - start + size]
+        start_s = time.perf_counter()
         block = fetch_range(self.fs, self.path, pos, min(pos + FALLBACK_BLOCK, self.size))
+        if self.counters is not None:
+            self.counters.add(wait_s=time.perf_counter() - start_s)
         self.stats["fallbacks"] = self.stats.get("fallbacks", 0) + 1
         self.stats["fallback_bytes"] = self.stats.get("fallback_bytes", 0) + len(block)
         self._blocks[pos] = block

@@ -179,7 +179,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         episodes, first = np.unique(episode_at, return_index=True)
         _, from_end = np.unique(episode_at[::-1], return_index=True)
         last_at = dict(zip(episodes.tolist(), (len(order) - 1 - from_end).tolist(), strict=True))
-        videos = _EpisodeVideos(self.meta, self.prefetch_stats)
+        videos = _EpisodeVideos(self.meta, self.prefetch_stats, self.reader.counters)
         rows_lock = threading.Lock()
 
         def fetch(episode: int) -> dict[str, np.ndarray]:
@@ -204,7 +204,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
                 episode = int(episode_at[position])
                 start = time.perf_counter()
                 columns = prefetcher.get(episode)
-                self.reader.counters.add(fetch_s=time.perf_counter() - start)
+                waited = time.perf_counter() - start  # the episode's bytes, from the network
+                self.reader.counters.add(fetch_s=waited, wait_s=waited)
                 item = reader.item(episode, columns, index - rows.start(episode))
                 if last_at[episode] == position:
                     prefetcher.release(episode)
@@ -319,9 +320,10 @@ class _EpisodeVideos:
     (``read_mp4_index``) and held in a ``SpanStore`` that decoders read through ``SpanFile``;
     a file whose index cannot be read is read through ``SpanFile``'s fallback blocks."""
 
-    def __init__(self, meta, stats: dict) -> None:
+    def __init__(self, meta, stats: dict, counters) -> None:
         self.meta = meta
         self.stats = stats
+        self.counters = counters  # wait_s: fallback reads
         self.store = SpanStore()
         self._indexes: dict[str, object] = {}
         self._lock = threading.Lock()
@@ -374,4 +376,4 @@ class _EpisodeVideos:
         path = self.meta.path(relative)
         index = self._index(path)
         size = index.size if index is not None else int(self.meta.fs.size(path))
-        return SpanFile(self.meta.fs, path, size, self.store, self.stats)
+        return SpanFile(self.meta.fs, path, size, self.store, self.stats, self.counters)

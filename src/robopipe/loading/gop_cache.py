@@ -1,0 +1,281 @@
+"""GOP cache for map-style random access to remote video: a frame costs at most its GOP's bytes.
+
+A remote mp4 read through fsspec's ``readahead`` file costs a round trip and a 1 MiB block on
+every random access, one after the other, so a DataLoader worker waits a round trip per frame.
+Here each process reads an mp4's index (``moov``, ``robopipe.loading.prefetch.read_mp4_index``)
+once, so the GOP of every frame (from its keyframe to the next keyframe, plus
+``REORDER_SAMPLES`` samples where frames are stored out of presentation order) is a known
+byte range. Before a
+batch is decoded, the GOPs its frames need that no cached range holds are fetched in one
+concurrent call (``fs.cat_ranges``: every range in flight at once, so the batch waits about one
+round trip, not one per frame) into an LRU cache bounded in bytes; neighbouring frames of a
+cached GOP cost no request. Decoders read the mp4 through ``GopFile`` from that cache
+(anything else, such as ffmpeg's probing reads when a decoder opens, falls back to a counted
+1 MiB block). Decoding is unchanged, so items are identical to a local read.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import threading
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from robopipe.loading.prefetch import REORDER_SAMPLES, Mp4Index, SpanFile, read_mp4_index
+
+
+class RangeCache:
+    """Byte ranges of files held in memory, LRU-evicted to at most ``max_bytes`` (thread-safe).
+
+    The ranges added or touched by the latest ``reserve`` call are never evicted by it, so one
+    batch's ranges may take the total above ``max_bytes`` until the next call. Ranges may
+    overlap; a read is served by a single range holding its first byte.
+
+    Args:
+        max_bytes: bound on the bytes held (besides pinned ranges and the latest call's).
+
+    Attributes:
+        held: bytes held in evictable ranges; ``peak``: its maximum; ``evictions``: ranges
+            dropped.
+    """
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._starts: dict[str, list[int]] = {}  # path -> sorted starts
+        self._ranges: dict[str, dict[int, bytes]] = {}  # path -> start -> data
+        self._longest: dict[str, int] = {}  # path -> longest range ever held
+        self._lru: OrderedDict[tuple[str, int], int] = OrderedDict()  # evictable -> size
+        self.held = 0
+        self.peak = 0
+        self.evictions = 0
+
+    def _find(self, path: str, pos: int) -> tuple[int, bytes] | None:
+        """The range holding ``pos`` that reaches furthest, or None (caller holds the lock)."""
+        starts = self._starts.get(path)
+        if not starts:
+            return None
+        best = None
+        i = bisect.bisect_right(starts, pos) - 1
+        while i >= 0 and starts[i] + self._longest[path] > pos:
+            data = self._ranges[path][starts[i]]
+            if starts[i] + len(data) > pos and (
+                best is None or starts[i] + len(data) > best[0] + len(best[1])
+            ):
+                best = (starts[i], data)
+            i -= 1
+        return best
+
+    def covering(self, path: str, start: int, end: int) -> tuple[str, int] | None:
+        """The key (path, start) of a held range holding all of ``[start, end)``, touched
+        (most recently used), or None."""
+        with self._lock:
+            found = self._find(path, start)
+            if found is None or found[0] + len(found[1]) < end:
+                return None
+            if (path, found[0]) in self._lru:
+                self._lru.move_to_end((path, found[0]))
+            return path, found[0]
+
+    def add(self, path: str, start: int, data: bytes, pinned: bool = False, keep=()) -> None:
+        """Hold ``data`` as bytes ``[start, start + len(data))`` of ``path``; evict the least
+        recently used ranges, except ``keep`` ((path, start) keys), while over the bound.
+        ``pinned`` ranges (an mp4's head and index) are never evicted nor counted."""
+        with self._lock:
+            ranges = self._ranges.setdefault(path, {})
+            if start in ranges:  # the same start again: keep the longer one
+                if len(ranges[start]) >= len(data):
+                    return
+                self._drop(path, start)
+            ranges[start] = data
+            bisect.insort(self._starts.setdefault(path, []), start)
+            self._longest[path] = max(self._longest.get(path, 0), len(data))
+            if pinned:
+                return
+            self._lru[(path, start)] = len(data)
+            self.held += len(data)
+            self.peak = max(self.peak, self.held)
+            for key in list(self._lru):
+                if self.held <= self.max_bytes:
+                    break
+                if key not in keep and key != (path, start):
+                    self._drop(*key)
+                    self.evictions += 1
+
+    def _drop(self, path: str, start: int) -> None:
+        del self._ranges[path][start]
+        starts = self._starts[path]
+        del starts[bisect.bisect_left(starts, start)]
+        size = self._lru.pop((path, start), None)
+        if size is not None:
+            self.held -= size
+
+    def read(self, path: str, pos: int, size: int) -> bytes | None:
+        """Up to ``size`` bytes at ``pos`` from a held range, or None (``SpanFile``'s store)."""
+        with self._lock:
+            found = self._find(path, pos)
+        if found is None:
+            return None
+        start, data = found
+        return data[pos - start : pos - start + size]
+
+
+class GopIndex:
+    """Where each frame's GOP lies in one mp4, from its index.
+
+    Args:
+        index: the file's ``Mp4Index``.
+    """
+
+    def __init__(self, index: Mp4Index) -> None:
+        self.index = index
+        self.order = np.argsort(index.pts_s, kind="stable")  # presentation -> decode order
+        self.sorted_pts = index.pts_s[self.order]
+        ends = index.offsets + index.sizes
+        count = len(index.offsets)
+        keys = index.keyframes if len(index.keyframes) else np.array([0])
+        reorder = REORDER_SAMPLES if (np.diff(index.pts_s) < 0).any() else 0  # B-frames
+        last = np.minimum(np.append(keys[1:] - 1, count - 1) + reorder, count - 1)
+        self.gop_start = np.array([index.offsets[k : e + 1].min() for k, e in zip(keys, last)])
+        self.gop_end = np.array([ends[k : e + 1].max() for k, e in zip(keys, last)])
+        self.keys = keys
+
+    def ranges(self, timestamps: np.ndarray, half_frame_s: float) -> set[tuple[int, int]]:
+        """Byte ranges [start, end) of the GOPs of the frames shown at ``timestamps``
+        (seconds in the file; the nearest frame within ``half_frame_s``)."""
+        n = np.searchsorted(self.sorted_pts, np.asarray(timestamps, float) - half_frame_s)
+        samples = self.order[np.clip(n, 0, len(self.order) - 1)]
+        gops = np.clip(np.searchsorted(self.keys, samples, side="right") - 1, 0, None)
+        return {(int(self.gop_start[g]), int(self.gop_end[g])) for g in np.unique(gops)}
+
+
+class GopCache:
+    """Per-process GOP cache of a dataset's remote videos (see the module docstring).
+
+    Args:
+        meta: the dataset's metadata (``DatasetMeta``; its ``fs`` reads the files).
+        max_mb: MiB of GOP bytes each process (DataLoader worker) keeps, least recently used
+            first out; a batch's own GOPs are kept even beyond it until the next batch.
+        counters: the loader's ``Counters``: ``wait_s`` gets the seconds spent waiting on
+            the network (GOP fetches and fallback reads).
+
+    Attributes:
+        stats: this process's ``gop_fetches``, ``gop_bytes``, ``gop_hits``, ``index_bytes``,
+            ``fallbacks`` and ``fallback_bytes``.
+    """
+
+    def __init__(self, meta, max_mb: float, counters) -> None:
+        self.meta = meta
+        self.max_bytes = int(max_mb * 2**20)
+        self.counters = counters
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self.cache = RangeCache(self.max_bytes)
+        self.stats = dict.fromkeys(
+            ("gop_fetches", "gop_bytes", "gop_hits", "index_bytes", "fallbacks", "fallback_bytes"),
+            0,
+        )
+        self._indexes: dict[str, GopIndex | None] = {}
+        self._sizes: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def __getstate__(self):
+        return {"meta": self.meta, "max_bytes": self.max_bytes, "counters": self.counters}
+
+    def __setstate__(self, state) -> None:
+        self.__dict__.update(state)
+        self._reset()
+
+    def _check_process(self) -> None:
+        if self._pid != os.getpid():  # a forked worker starts empty
+            self._reset()
+
+    def _index(self, path: str) -> GopIndex | None:
+        with self._lock:
+            if path not in self._indexes:
+                start = time.perf_counter()
+                index = read_mp4_index(self.meta.fs, path)
+                self.counters.add(wait_s=time.perf_counter() - start)
+                if index is not None:  # pinned: the decoder's opening reads
+                    self.cache.add(path, 0, index.head, pinned=True)
+                    self.cache.add(path, *index.moov, pinned=True)
+                    self.stats["index_bytes"] += len(index.head) + len(index.moov[1])
+                    self._sizes[path] = index.size
+                self._indexes[path] = None if index is None else GopIndex(index)
+            return self._indexes[path]
+
+    def fetch(self, requests: list[tuple[str, np.ndarray]]) -> None:
+        """Make sure the GOPs of the frames at ``requests`` ((relative video path,
+        timestamps in the file (T,) float64 seconds)) are cached: those no held range covers
+        are fetched in one ``fs.cat_ranges`` call.
+
+        Raises:
+            OSError: a range came back with another length (a server that ignores Range).
+        """
+        self._check_process()
+        half_frame_s = 0.5 / self.meta.fps
+        needed: dict[tuple[str, int], int] = {}
+        for relative, timestamps in requests:
+            path = self.meta.path(relative)
+            gops = self._index(path)
+            if gops is None:  # not an mp4 this parser reads: SpanFile's fallback blocks
+                continue
+            for start, end in gops.ranges(timestamps, half_frame_s):
+                needed[(path, start)] = max(end, needed.get((path, start), end))
+        keep, missing = set(), []
+        for (path, start), end in needed.items():
+            key = self.cache.covering(path, start, end)
+            if key is None:
+                missing.append((path, start, end))
+            keep.add(key or (path, start))
+        self.stats["gop_hits"] += len(needed) - len(missing)
+        if not missing:
+            return
+        paths, starts, ends = (list(column) for column in zip(*missing, strict=True))
+        start_s = time.perf_counter()
+        blobs = self.meta.fs.cat_ranges(paths, starts, ends, on_error="raise")
+        waited = time.perf_counter() - start_s
+        self.counters.add(fetch_s=waited, wait_s=waited)
+        for path, start, end, data in zip(paths, starts, ends, blobs, strict=True):
+            if len(data) != end - start:
+                raise OSError(f"{path}: asked for bytes {start}:{end}, got {len(data)} bytes")
+            self.cache.add(path, start, data, keep=keep)
+            self.stats["gop_fetches"] += 1
+            self.stats["gop_bytes"] += len(data)
+
+    def open(self, relative: str) -> SpanFile:
+        """A file object over ``relative`` reading from the cache (a ``DecoderCache`` opener)."""
+        self._check_process()
+        path = self.meta.path(relative)
+        self._index(path)
+        size = self._sizes.get(path) or int(self.meta.fs.size(path))
+        return GopFile(self.meta.fs, path, size, self.cache, self.stats, self.counters)
+
+
+class GopFile(SpanFile):
+    """``SpanFile`` whose read that stops short at the end of a cached range is followed by
+    one empty read.
+
+    torchcodec fills its 64 KiB AVIO buffer by calling ``read()`` until the buffer is full or
+    a read returns nothing (``AVIOFileLikeContext::read``), so after the end of a GOP's range
+    it would read on past it (a fallback fetch) for bytes the decoder does not need. The empty
+    read hands ffmpeg the short buffer instead; should ffmpeg then ask for the bytes at that
+    position, the next read fetches them as usual.
+    """
+
+    _stop_at: int | None = None
+
+    def read(self, size: int = -1) -> bytes:
+        if self._stop_at is not None and self._stop_at == self.pos:
+            self._stop_at = None
+            return b""
+        self._stop_at = None
+        data = super().read(size)
+        if size is not None and 0 < len(data) < size and self.pos < self.size:
+            self._stop_at = self.pos
+        return data
