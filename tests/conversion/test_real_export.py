@@ -22,9 +22,10 @@ from robopipe.conversion.check import SourceCheckError, check_source
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.repairs import REPAIRS
 from robopipe.conversion.serial import convert_dataset
-from robopipe.conversion.validate import _check_declared_columns
+from robopipe.conversion.validate import DataFiles, _check_declared_columns
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
+from robopipe.formats.v30_reader import read_meta
 from robopipe.layout import DEFAULT_FEATURE_SPECS, DEFAULT_FEATURES
 
 DEFAULTS = list(DEFAULT_FEATURES)
@@ -102,7 +103,7 @@ def test_validate_names_an_undeclared_output_column(demo_small, tmp_path):
     table = pq.read_table(path)
     pq.write_table(table.append_column("next.reward", pa.array([0.0] * table.num_rows)), path)
     with pytest.raises(DatasetError) as caught:
-        _check_declared_columns(source, plan, out, info)
+        _check_declared_columns(source, plan, info, DataFiles(read_meta(str(out))))
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("dataset 'demo': file meta/info.json: ")
