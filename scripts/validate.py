@@ -16,6 +16,7 @@ with logged(snakemake, pandas=False) as log:
         plan,
         Path(snakemake.input.meta).parent,
         reports,
+        peer_python=snakemake.params.peer_python,
     )
     write_json(snakemake.output[0], summary)
     log.info("valid: %s", summary)

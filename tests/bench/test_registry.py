@@ -33,11 +33,14 @@ def test_get_loader_names_the_valid_loaders():
         get_loader("robopipe_mapp")
 
 
+PEERS = {"lerobot": "0.6.1", "lerobot-lancedb": "0.3.1"}
+
+
 def _applies(name: str) -> list[bool]:
-    """(neither, lerobot_python only, robomimic source only, both)."""
+    """(neither, peer packages only, robomimic source only, both)."""
     spec = get_loader(name)
     return [
-        spec.applies(robomimic_source=robomimic, lerobot_python=lerobot)
+        spec.applies(robomimic_source=robomimic, peers=PEERS if lerobot else {})
         for robomimic, lerobot in ((False, False), (False, True), (True, False), (True, True))
     ]
 
@@ -46,7 +49,7 @@ def _applies(name: str) -> list[bool]:
 def test_applies_as_the_workflow_chose_before_the_registry(name):
     # the rule that workflow/rules/common.smk's bench_scenarios applied to loader names
     expected = [
-        not (name.startswith("lerobot_") and not lerobot)
+        not (name.startswith(("lerobot_", "lancedb_")) and not lerobot)
         and not ((name.startswith("robomimic_hdf5_") or "_seq_" in name) and not robomimic)
         for robomimic, lerobot in ((False, False), (False, True), (True, False), (True, True))
     ]
@@ -58,17 +61,32 @@ def test_applies_examples():
     assert _applies("lerobot_stream") == [False, True, False, True]
     assert _applies("robomimic_hdf5_all") == [False, False, True, True]
     assert _applies("robopipe_seq_tar") == [False, False, True, True]
+    assert _applies("lancedb_map") == [False, True, False, True]
 
 
-def test_peers_are_lerobot_and_robomimic():
-    peers = {name for name, spec in LOADERS.items() if spec.peer}
+def test_a_peer_runs_only_where_its_package_is():
+    lance = get_loader("lancedb_map")
+    assert not lance.applies(robomimic_source=False, peers={"lerobot": "0.6.1"})
+    assert get_loader("lerobot_map").applies(robomimic_source=False, peers={"lerobot": "0.6.1"})
+
+
+def test_the_lance_copy_is_read_by_its_loader_only():
+    lance, ours = get_loader("lancedb_map"), get_loader("robopipe_map")
+    assert lance.reads("lance") and not lance.reads(None) and not lance.reads("jpeg90")
+    assert ours.reads(None) and ours.reads("jpeg90") and not ours.reads("lance")
+
+
+def test_peers_are_lerobot_lancedb_and_robomimic():
+    peers = {name: spec.peer_package for name, spec in LOADERS.items() if spec.peer}
     assert peers == {
-        "lerobot_map",
-        "lerobot_stream",
-        "robomimic_seq_none",
-        "robomimic_seq_low_dim",
-        "robomimic_seq_all",
+        "lerobot_map": "lerobot",
+        "lerobot_stream": "lerobot",
+        "lancedb_map": "lerobot-lancedb",
+        "robomimic_seq_none": "robomimic",
+        "robomimic_seq_low_dim": "robomimic",
+        "robomimic_seq_all": "robomimic",
     }
+    assert not any(spec.peer_package for spec in LOADERS.values() if not spec.peer)
 
 
 def test_flags():
@@ -93,6 +111,11 @@ def test_flags():
         ("lerobot_map_local_single_cpu_w2_n2", None),
         ("robomimic_hdf5_all_local_single_cpu_w2_n2", None),
         ("lerobot_map_http_single_cpu_w2_n1", "lerobot_map reads local files only"),
+        ("lerobot_stream_hf_single_cpu_w2_n1", None),
+        ("lerobot_stream_s3_single_cpu_w2_n1", "lerobot_stream reads local files and hf only"),
+        ("lancedb_map_s3_single_elance_cpu_w2_n1", None),
+        ("lancedb_map_local_single_cpu_w2_n1", "lancedb_map reads the lance copy only"),
+        ("robopipe_map_local_single_elance_cpu_w2_n1", "robopipe_map reads no lance copy"),
         ("robomimic_hdf5_none_local_single_cuda_w0_n1", "robomimic_hdf5_none runs on cpu only"),
         ("robopipe_seq_all_local_seq10_cpu_w0_n2", "robopipe_seq_all runs on one node only"),
     ],

@@ -71,8 +71,10 @@ MATRIX = {
 }
 
 
-def test_scenarios_per_source_kind():
-    plain = bench.scenarios({"matrix": MATRIX}, robomimic_source=False)
+    # an interpreter with lerobot installed (robopipe.bench.peers.peer_packages)
+    monkeypatch.setattr(bench, "peer_packages", lambda python: {"lerobot": "0.6.1"})
+def test_scenarios_per_source_kind(monkeypatch):
+    plain = bench.scenarios({"matrix": MATRIX, "lerobot_python": None}, robomimic_source=False)
     assert plain == ["robopipe_map_local_single_cpu_w2_n1", "robopipe_map_local_single_cuda_w2_n1"]
     with_lerobot = bench.scenarios(
         {"matrix": MATRIX, "lerobot_python": "python3"}, robomimic_source=True

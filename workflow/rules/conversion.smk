@@ -6,6 +6,7 @@
 # mtime: a changed, added or removed file reruns exactly those jobs (and the check). They are
 # not inputs: Snakemake's scheduler stats every input of every ready job on each scheduling
 # round, which for 972 episodes was 300,000 stat calls and a quarter of the run's CPU time.
+from robopipe.bench.peers import peer_python
 from robopipe.layout import (
     CHECK_FILE,
     JOB_STATS_FILE,
@@ -304,6 +305,8 @@ rule publish:
         PUBLISHED_INFO,
     log:
         LOG_FILE.format(dataset="{dataset}", step="publish"),
+    params:
+        peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="publish/publish")
     group:

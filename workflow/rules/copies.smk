@@ -5,6 +5,8 @@
 # publishes the copy and writes copy.json (size, compression, encode time, PSNR/SSIM). The
 # published files are hard links to the staged ones (no second copy on disk; not temp(): with
 # the SLURM job groups, a temp() output made Snakemake's dry run fail after the plan checkpoint).
+# The lance copy (lerobot-lancedb's Lance layout, not a v3.0 folder) is one copy_lance job per
+# dataset, run by lerobot-lance-convert of the peer interpreter (robopipe.copies.lance).
 # Every path is a template of robopipe.layout.
 from robopipe.layout import (
     COPY_FILE,
@@ -15,7 +17,8 @@ from robopipe.layout import (
     LOG_FILE,
     PUBLISHED_INFO,
 )
-from robopipe.copies.encodings import ENCODING_PATTERN
+from robopipe.bench.peers import peer_python
+from robopipe.copies.encodings import FILE_ENCODING_PATTERN, LANCE
 from robopipe.workflow.targets import COPY_PART_PATTERN, copy_part_names, plan_files
 
 
@@ -52,7 +55,7 @@ rule copy_file:
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="copy_file/{encoding}/{part}")
     wildcard_constraints:
-        encoding=ENCODING_PATTERN,
+        encoding=FILE_ENCODING_PATTERN,
         part=COPY_PART_PATTERN,
     conda:
         ROBOPIPE_ENV
@@ -78,8 +81,29 @@ rule copy_finish:
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="copy_finish/{encoding}")
     wildcard_constraints:
-        encoding=ENCODING_PATTERN,
+        encoding=FILE_ENCODING_PATTERN,
     conda:
         ROBOPIPE_ENV
     script:
         "../../scripts/copy_finish.py"
+
+
+rule copy_lance:
+    input:
+        dataset=dataset_input,
+        ready=ready_input,
+    output:
+        dataset=COPY_INFO.format(dataset="{dataset}", encoding=LANCE),
+        measurements=COPY_FILE.format(dataset="{dataset}", encoding=LANCE),
+    log:
+        LOG_FILE.format(dataset="{dataset}", step=f"copy_lance/{LANCE}"),
+    benchmark:
+        JOB_STATS_FILE.format(dataset="{dataset}", step=f"copy_lance/{LANCE}")
+    conda:
+        ROBOPIPE_ENV
+    resources:
+        mem_mb=3000,
+    params:
+        python=peer_python(config.get("bench", {})),
+    script:
+        "../../scripts/copy_lance.py"

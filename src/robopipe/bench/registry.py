@@ -14,6 +14,7 @@ of Snakemake's parse time).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -21,6 +22,7 @@ from typing import Protocol
 class _Scenario(Protocol):
     name: str
     source: str
+    encoding: str | None
     decode: str
     nodes: int
 
@@ -32,11 +34,17 @@ class LoaderSpec:
     Attributes:
         name: the loader's name, the ``{loader}`` of a scenario name.
         dataset: ``module:attribute`` of the dataset class the loader reads with; imported
-            by :meth:`dataset_class` only (lerobot's only in ``bench.lerobot_python``).
-        peer: someone else's loader (lerobot's, robomimic's), measured for comparison;
-            False for robopipe's own.
-        needs_lerobot_python: runs in the interpreter ``bench.lerobot_python`` names
-            (:mod:`robopipe.bench.lerobot_driver`).
+            by :meth:`dataset_class` only (lerobot's and lerobot-lancedb's only in the peer
+            interpreter, :mod:`robopipe.bench.peers`).
+        peer: someone else's loader (lerobot's, lerobot-lancedb's, robomimic's), measured for
+            comparison; False for robopipe's own.
+        peer_package: the distribution whose version names a peer (``lerobot``,
+            ``lerobot-lancedb``, ``robomimic``); a loader that ``needs_lerobot_python`` runs
+            only where the peer interpreter has it.
+        needs_lerobot_python: runs in the peer interpreter (``bench.lerobot_python``, default
+            ``.venv-lerobot/bin/python``; :mod:`robopipe.bench.lerobot_driver`).
+        encoding: the one training copy the loader reads (``lance``: the Lance layout, which no
+            other loader reads); None: the converted dataset and the v3.0 copies.
         robomimic_only: reads the dataset's robomimic source file (through its robomimic
             plan), so it runs only for a dataset converted from one.
         sequence: a robomimic-style ``SequenceDataset`` (:mod:`robopipe.bench.sequence_loaders`),
@@ -48,7 +56,8 @@ class LoaderSpec:
         robo_archive: reads the robo archive of the robomimic file (rule ``robomimic_robo``)
             instead of the file.
         sized_cache: keeps a demo cache sized by the ``robomimic_lru_mb`` setting.
-        remote: reads remote sources (http, s3, hf); otherwise local files only.
+        remote: reads remote sources (:attr:`remote_sources`); otherwise local files only.
+        remote_sources: the remote sources it reads, when :attr:`remote`.
         cuda: can decode on cuda; otherwise cpu only.
         multi_node: can run as one rank per node; otherwise on one node only.
     """
@@ -56,7 +65,9 @@ class LoaderSpec:
     name: str
     dataset: str
     peer: bool
+    peer_package: str | None = None
     needs_lerobot_python: bool = False
+    encoding: str | None = None
     robomimic_only: bool = False
     sequence: bool = False
     stream: bool = False
@@ -64,16 +75,25 @@ class LoaderSpec:
     robo_archive: bool = False
     sized_cache: bool = False
     remote: bool = False
+    remote_sources: tuple[str, ...] = ("http", "s3", "hf")
     cuda: bool = False
     multi_node: bool = True
 
-    def applies(self, *, robomimic_source: bool, lerobot_python: bool) -> bool:
-        """Whether a scenario of this loader runs for a dataset: lerobot's loaders only when
-        a lerobot interpreter is configured (``lerobot_python``), loaders that read a
+    def applies(self, *, robomimic_source: bool, peers: Collection[str]) -> bool:
+        """Whether a scenario of this loader runs for a dataset: a loader of the peer
+        interpreter only when that has its :attr:`peer_package` (``peers``: the distributions
+        installed there, :func:`robopipe.bench.peers.peer_packages`), loaders that read a
         robomimic file only for a dataset whose source is one (``robomimic_source``)."""
-        if self.needs_lerobot_python and not lerobot_python:
+        if self.needs_lerobot_python and self.peer_package not in peers:
             return False
         return robomimic_source or not self.robomimic_only
+
+    def reads(self, encoding: str | None) -> bool:
+        """Whether the loader reads copy ``encoding`` (None: the converted dataset): a loader
+        with an :attr:`encoding` reads that copy only, the others any but those."""
+        if self.encoding:
+            return encoding == self.encoding
+        return encoding not in LOADER_ONLY_ENCODINGS
 
     def check(self, scenario: _Scenario) -> None:
         """Check that this loader can run ``scenario`` (a
@@ -81,10 +101,23 @@ class LoaderSpec:
         node count.
 
         Raises:
-            ValueError: naming the scenario and what this loader cannot do.
+            ValueError: naming the scenario and what this loader cannot do (also a copy it
+                does not read, :meth:`reads`).
         """
         if scenario.source != "local" and not self.remote:
             raise ValueError(f"{scenario.name}: {self.name} reads local files only")
+        if scenario.source != "local" and scenario.source not in self.remote_sources:
+            raise ValueError(
+                f"{scenario.name}: {self.name} reads local files and "
+                f"{', '.join(self.remote_sources)} only"
+            )
+        if not self.reads(scenario.encoding):
+            reads = (
+                f"the {self.encoding} copy only"
+                if self.encoding
+                else f"no {scenario.encoding} copy"
+            )
+            raise ValueError(f"{scenario.name}: {self.name} reads {reads}")
         if scenario.decode != "cpu" and not self.cuda:
             raise ValueError(f"{scenario.name}: {self.name} runs on cpu only")
         if scenario.nodes != 1 and not self.multi_node:
@@ -111,8 +144,9 @@ def _hdf5(mode: str) -> LoaderSpec:
 def _sequence(name: str, dataset: str, *, peer: bool = False, **flags) -> LoaderSpec:
     # a SequenceDataset of a robomimic file (robopipe.bench.sequence_loaders), one node
     return LoaderSpec(
-        name, dataset, peer=peer, robomimic_only=True, sequence=True, multi_node=False, **flags
-    )
+        name, dataset, peer=peer, robomimic_only=True, sequence=True, multi_node=False,
+        peer_package="robomimic" if peer else None, **flags,
+    )  # fmt: skip
 
 
 _ROBOMIMIC_SEQUENCE = "robomimic.utils.dataset:SequenceDataset"
@@ -136,14 +170,28 @@ LOADERS: dict[str, LoaderSpec] = {
             "lerobot_map",
             "lerobot.datasets.lerobot_dataset:LeRobotDataset",
             peer=True,
+            peer_package="lerobot",
             needs_lerobot_python=True,
         ),
         LoaderSpec(
             "lerobot_stream",
             "lerobot.datasets.streaming_dataset:StreamingLeRobotDataset",
             peer=True,
+            peer_package="lerobot",
             needs_lerobot_python=True,
             stream=True,
+            remote=True,
+            remote_sources=("hf",),  # hf://datasets/ (or hf://buckets/) only, not s3 or http
+        ),
+        LoaderSpec(
+            "lancedb_map",
+            "lerobot_lancedb:LanceDBDataset",
+            peer=True,
+            peer_package="lerobot-lancedb",
+            needs_lerobot_python=True,
+            encoding="lance",
+            remote=True,
+            remote_sources=("s3",),
         ),
         _hdf5("none"),
         _hdf5("low_dim"),
@@ -172,6 +220,10 @@ LOADERS: dict[str, LoaderSpec] = {
         ),
     )
 }
+
+
+# copies that only the loader naming them reads (LoaderSpec.encoding)
+LOADER_ONLY_ENCODINGS = frozenset(spec.encoding for spec in LOADERS.values() if spec.encoding)
 
 
 def get_loader(name: str) -> LoaderSpec:

@@ -14,7 +14,6 @@ import contextlib
 import json
 import logging
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -32,17 +31,18 @@ from robopipe.bench.measure import (
     measure_throughput,
     random_items,
 )
-from robopipe.bench.registry import LoaderSpec, get_loader
+from robopipe.bench.peers import check_items, peer_python, run_peer
+from robopipe.bench.registry import get_loader
 from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
 from robopipe.bench.servers import serve_nginx, serve_s3
-from robopipe.layout import DEFAULT_TOLERANCE_S
+from robopipe.copies.encodings import LANCE
+from robopipe.layout import COPY_FILE, DEFAULT_TOLERANCE_S
 from robopipe.loading import collate, mode_delta_timestamps, read_meta
 from robopipe.ranks import current_node
 from robopipe.scenario_result import write_scenario_result
 
 log = logging.getLogger(__name__)
-LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")
 PREFETCH_FACTOR = 2  # batches in flight per DataLoader worker (PyTorch's default)
 BATCH_BUFFERS = PREFETCH_FACTOR + 2  # the map-style loader's rule (robopipe.loading.batches)
 
@@ -66,7 +66,10 @@ class Settings:
         tolerance_s: timestamp tolerance of decoded frames.
         seed: shuffling seed.
         windows: extra frame modes, name -> {key (or ``cameras``): deltas in seconds}.
-        lerobot_python: interpreter with lerobot 0.6.1 for ``lerobot_*`` loaders, or None.
+        lerobot_python: the peer interpreter (lerobot 0.6.1, lerobot-lancedb) for the peer
+            loaders (``lerobot_*``, ``lancedb_map``), or None; :meth:`from_config` defaults
+            it to ``.venv-lerobot/bin/python`` where that exists
+            (:func:`robopipe.bench.peers.peer_python`).
         robomimic_lru_mb: MiB of demos the ``robopipe_seq_lru`` loader's LRU cache holds.
         sources: remote URL templates per source (``{dataset}`` is replaced), for example
             ``{"s3": "s3://bucket/{dataset}", "hf": "hf://datasets/me/{dataset}"}``; an
@@ -100,9 +103,11 @@ class Settings:
 
     @classmethod
     def from_config(cls, bench: dict) -> Settings:
-        """Settings from ``config["bench"]``; keys that are not settings (matrix) are ignored."""
+        """Settings from ``config["bench"]``; keys that are not settings (matrix) are ignored;
+        ``lerobot_python`` left out is :func:`robopipe.bench.peers.peer_python`'s default."""
         names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in bench.items() if k in names})
+        chosen = {k: v for k, v in bench.items() if k in names}
+        return cls(**{**chosen, "lerobot_python": peer_python(bench)})
 
 
 @contextlib.contextmanager
@@ -202,7 +207,7 @@ def run_scenario(
         source_url(scenario, dataset, root, settings) as (url, options, traffic),
     ):
         if spec.needs_lerobot_python:
-            measured = _run_lerobot(scenario, spec, root, settings, url)
+            measured = run_peer(scenario, spec, root, url, options, settings)
         elif spec.sequence:
             from robopipe.bench.sequence_loaders import run_sequence
 
@@ -231,6 +236,8 @@ def run_scenario(
         "image_dtype": settings.image_dtype,
         "samples": measured["samples"],
         "frames": measured["frames"],
+        "peer_version": measured.get("peer_version") or _version(spec.peer_package),
+        "peer_check": _peer_check(measured, scenario, root, settings),
         "steady_wall_s": measured["steady_wall_s"],
         "samples_per_s": measured["samples_per_s"],
         "frames_per_s": measured["frames_per_s"],
@@ -264,6 +271,31 @@ def _network_fields(bytes_fetched: int | None, requests: int | None, samples: in
         "bytes_per_sample": None if bytes_fetched is None else bytes_fetched / samples,
         "requests_per_sample": None if requests is None else requests / samples,
     }
+
+
+def _version(package: str | None) -> str | None:
+    """``"<package> <version>"`` of a peer installed in this interpreter (robomimic)."""
+    if not package:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{package} {version(package)}"
+    except PackageNotFoundError:
+        return None
+
+
+def _peer_check(measured: dict, scenario: Scenario, root: Path, settings: Settings):
+    """A peer-environment loader's items compared with robopipe's (``check_items``) on the
+    local dataset (for the ``lance`` copy: the v3.0 folder it was made from), or None."""
+    if "peer_items" not in measured:
+        return None
+    reference = root
+    if scenario.encoding == LANCE:
+        reference = Path(json.loads((root.parent / Path(COPY_FILE).name).read_text())["source"])
+    meta = read_meta(reference)
+    delta = mode_delta_timestamps(scenario.mode, meta.camera_keys, meta.fps, settings.windows)
+    return check_items(measured["peer_items"], reference, delta, settings.image_dtype)
 
 
 def _run_robopipe(
@@ -342,51 +374,6 @@ def _sampler(ds, seed: int, rank: int, world_size: int):
     if world_size > 1:
         return DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
     return RandomSampler(ds, generator=torch.Generator().manual_seed(seed))
-
-
-def _run_lerobot(
-    scenario: Scenario, spec: LoaderSpec, root: Path, settings: Settings, url: str
-) -> dict:
-    """Run lerobot's loader through ``lerobot_driver.py`` in ``settings.lerobot_python``."""
-    if not settings.lerobot_python:
-        raise ValueError(f"{scenario.name}: set bench.lerobot_python to run lerobot's loaders")
-    meta = read_meta(url)
-    delta = mode_delta_timestamps(scenario.mode, meta.camera_keys, meta.fps, settings.windows)
-    with tempfile.TemporaryDirectory(prefix="robopipe-lerobot-") as tmp:
-        out = Path(tmp) / "result.json"
-        args = {
-            "root": str(root.resolve()),
-            "dataset": spec.dataset,
-            "stream": spec.stream,
-            "delta_timestamps": delta,
-            "video_keys": meta.camera_keys,
-            "batch_size": settings.batch_size,
-            "workers": scenario.workers,
-            "image_dtype": settings.image_dtype,
-            "warmup_batches": settings.warmup_batches,
-            "steady_s": settings.steady_s,
-            "probe_samples": settings.probe_samples,
-            "tolerance_s": settings.tolerance_s,
-            "seed": settings.seed,
-            "out": str(out),
-        }
-        env = {**os.environ, "HF_HOME": str(Path(tmp) / "hf"), "HF_HUB_OFFLINE": "1"}
-        env.pop("PYTHONPATH", None)
-        done = subprocess.run(
-            [settings.lerobot_python, str(LEROBOT_DRIVER), json.dumps(args)],
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0 or not out.exists():
-            raise RuntimeError(
-                f"{scenario.name}: lerobot driver failed (exit {done.returncode}):\n"
-                f"{done.stderr[-4000:]}"
-            )
-        measured = json.loads(out.read_text())
-    if measured.get("error"):
-        raise ZeroSamplesError(f"{scenario.name}: {measured['error']}")
-    return {**measured, "device": "cpu"}
 
 
 def run_multi_node(

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.conversion.check import undeclared_column_message, undeclared_columns
+from robopipe.conversion.doctor import run_doctor
 from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.conversion.repairs import (
     episode_task_index,
@@ -325,20 +326,29 @@ def _compare_frames(
     return compared
 
 
-def validate(source: V21Source, plan: Plan, root: Path, reports: list[dict]) -> dict:
+def validate(
+    source: V21Source,
+    plan: Plan,
+    root: Path,
+    reports: list[dict],
+    *,
+    peer_python: str | None = None,
+) -> dict:
     """Check the staged dataset at ``root`` as a whole, after every file passed its own check
     (``reports``: the dicts :func:`validate_data_file` and :func:`validate_video_file`
     returned): every planned file is present, the episodes metadata rows match the plan,
     ``info.json`` declares every data column and lerobot's default features (its loader
     reads only declared columns, with these types), and the first and last frame of every
-    video file are found from the v3.0 files alone, as a loader finds them.
+    video file are found from the v3.0 files alone, as a loader finds them. Last, where
+    ``peer_python`` names the peer interpreter, lerobot-lancedb's doctor gives its opinion
+    (:func:`robopipe.conversion.doctor.run_doctor`).
 
     Returns:
         ``{"episodes", "frames", "data_files", "video_files", "packets", "frames_compared",
-        "frames_loaded"}``.
+        "frames_loaded", "doctor"}``.
 
     Raises:
-        DatasetError: the first check that fails.
+        DatasetError: the first check that fails (the doctor's flags included).
     """
     root = Path(root)
     missing = [rel for rel in plan.file_paths() if not (root / rel).is_file()]
@@ -363,6 +373,7 @@ def validate(source: V21Source, plan: Plan, root: Path, reports: list[dict]) -> 
         "packets": sum(r.get("packets", 0) for r in reports),
         "frames_compared": sum(r.get("frames_compared", 0) for r in reports),
         "frames_loaded": loaded,
+        "doctor": run_doctor(root, peer_python, plan.dataset),
     }
 
 

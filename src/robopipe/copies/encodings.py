@@ -14,6 +14,10 @@ in a policy's preprocessing would do), with FFmpeg's area filter.
 | ``av1fast`` | AV1 (libsvtav1, crf 30, preset 8, ``fast-decode=1``), keyframe every 2 frames |
 | ``jpeg{Q}`` | one JPEG per frame at quality Q (1-100), an ``image`` feature in the data parquet |
 | ``raw`` | the RGB bytes of each frame (a binary PPM), an ``image`` feature in the data parquet |
+| ``lance`` | lerobot-lancedb's Lance layout (the mp4s verbatim), read by LanceDBDataset only |
+
+Every copy but ``lance`` is made one job per output file (:data:`FILE_ENCODING_PATTERN`);
+``lance`` in one job per dataset in the peer environment (:mod:`robopipe.copies.lance`).
 """
 
 from __future__ import annotations
@@ -33,8 +37,11 @@ VIDEO_CODECS = {
 }
 BASE_PATTERN = rf"(?:original|raw|jpeg\d{{1,3}}|{'|'.join(VIDEO_CODECS)})"
 SIZE_PATTERN = r"\d+(?:x\d+)?"
-ENCODING_PATTERN = rf"{BASE_PATTERN}(?:_{SIZE_PATTERN})?"
-_ENCODING = re.compile(rf"^(?P<base>{BASE_PATTERN})(?:_(?P<size>{SIZE_PATTERN}))?$")
+LANCE = "lance"  # the Lance layout, made whole by lerobot-lance-convert
+# the copies made one job per output file (rules copy_file, copy_finish)
+FILE_ENCODING_PATTERN = rf"{BASE_PATTERN}(?:_{SIZE_PATTERN})?"
+ENCODING_PATTERN = rf"(?:{LANCE}|{FILE_ENCODING_PATTERN})"
+_ENCODING = re.compile(rf"^(?P<base>{BASE_PATTERN}|{LANCE})(?:_(?P<size>{SIZE_PATTERN}))?$")
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,7 @@ class Encoding:
 
     Attributes:
         name: the name as written (``jpeg90_224``).
-        kind: ``original``, ``video``, ``jpeg`` or ``raw``.
+        kind: ``original``, ``video``, ``jpeg``, ``raw`` or ``lance``.
         base: the name without its size (``jpeg90``).
         size: (height, width) in pixels, or None to keep the source's.
         quality: JPEG quality (1-100) for ``jpeg``, else None.
@@ -78,7 +85,7 @@ def parse_encoding(name: str) -> Encoding:
     if not match:
         raise ValueError(
             f"bad encoding {name!r}: expected original, h264g2, h264intra, hevc, av1fast, "
-            "jpeg<quality> or raw, optionally followed by _<size> or _<height>x<width>"
+            "jpeg<quality> or raw, optionally followed by _<size> or _<height>x<width>, or lance"
         )
     base, size_text = match["base"], match["size"]
     size = None
@@ -88,7 +95,11 @@ def parse_encoding(name: str) -> Encoding:
         if min(size) < 1:
             raise ValueError(f"bad encoding {name!r}: size must be positive")
     quality = None
-    if base == "original":
+    if base == LANCE:
+        kind = LANCE
+        if size:
+            raise ValueError(f"bad encoding {name!r}: lance stores the mp4s as they are, no size")
+    elif base == "original":
         kind = "original"
         if size:
             raise ValueError(f"bad encoding {name!r}: original is a stream copy, it cannot resize")

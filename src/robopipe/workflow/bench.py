@@ -7,8 +7,10 @@ A scenario is named ``{loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}
 
 from __future__ import annotations
 
+from robopipe.bench.peers import NO_PEERS, peer_packages, peer_python
 from robopipe.bench.registry import get_loader
 from robopipe.bench.scenarios import expand_matrix, parse_scenario
+from robopipe.copies.encodings import LANCE
 from robopipe.layout import BENCH_RESULT, CEILING_FILE, COPY_INFO
 
 # NVDEC cannot decode AV1: a cuda scenario without an encoding reads this copy
@@ -20,15 +22,32 @@ NOT_SETTINGS = ("matrix", "ceiling_frames")
 def scenarios(bench: dict, robomimic_source: bool) -> list[str]:
     """The scenario names of the configured matrix that apply to a dataset, in matrix order:
     each loader's (robopipe.bench.registry) rule, given whether the dataset's source is a
-    robomimic file and whether ``bench["lerobot_python"]`` names an interpreter."""
-    lerobot_python = bool(bench.get("lerobot_python"))
-    return [
-        name
-        for name in expand_matrix(bench["matrix"])
-        if get_loader(parse_scenario(name).loader).applies(
-            robomimic_source=robomimic_source, lerobot_python=lerobot_python
-        )
-    ]
+    robomimic file and which peer packages the peer interpreter has
+    (:func:`robopipe.bench.peers.peer_python`); combinations of a loader and a copy it does
+    not read (``LoaderSpec.reads``: the ``lance`` copy and the other loaders) are left out."""
+    peers = peer_packages(peer_python(bench))
+    chosen = []
+    for name in expand_matrix(bench["matrix"]):
+        scenario = parse_scenario(name)
+        spec = get_loader(scenario.loader)
+        if spec.applies(robomimic_source=robomimic_source, peers=peers) and spec.reads(
+            scenario.encoding
+        ):
+            chosen.append(name)
+    return chosen
+
+
+def skipped_peers(bench: dict) -> dict[str, str]:
+    """{loader: why its scenarios do not run} for the matrix's peer loaders that the peer
+    interpreter cannot run (none, or without the loader's package)."""
+    python = peer_python(bench)
+    peers = peer_packages(python)
+    return {
+        name: NO_PEERS if not python else f"{python} has no {spec.peer_package}"
+        for name in bench["matrix"]["loader"]
+        for spec in [get_loader(name)]
+        if spec.needs_lerobot_python and spec.peer_package not in peers
+    }
 
 
 def scenario_encoding(name: str) -> str | None:
@@ -69,10 +88,11 @@ def ceiling_dataset(dataset: str, suffix: str, info: str) -> str:
 
 def ceilings(dataset: str, names: list[str]) -> list[str]:
     """The decode-ceiling JSONs of the dataset and of each copy that scenarios ``names``
-    read."""
+    read (not ``lance``: its mp4s are the dataset's own)."""
     return [
         CEILING_FILE.format(dataset=dataset, suffix=ceiling_suffix(e))
         for e in [None, *encodings(names)]
+        if e != LANCE
     ]
 
 

@@ -1,0 +1,213 @@
+"""The peer environment and peer loaders: lerobot 0.6.1 and lerobot-lancedb, run in their own
+Python 3.12 interpreter (``tools/install.sh --peers`` makes ``.venv-lerobot``).
+
+:func:`peer_python` finds the interpreter, :func:`peer_packages` what it has installed,
+:func:`run_peer` measures a peer loader there (``lerobot_driver.py``) and
+:func:`check_items` compares the items it returned with robopipe's ``MapDataset``.
+
+Importing this module imports nothing heavy (the workflow calls :func:`peer_python` and
+:func:`peer_packages` at parse time).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+
+DEFAULT_PEER_PYTHON = ".venv-lerobot/bin/python"  # tools/lerobot_env.sh, relative to the workdir
+LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")
+# the distributions whose versions name the peers (robopipe.bench.registry.LoaderSpec.peer_package)
+PEER_DISTRIBUTIONS = ("lerobot", "lerobot-lancedb", "lancedb", "torch")
+CHECK_ITEMS = 8  # items of each peer scenario compared with robopipe's
+NO_PEERS = (
+    "no peer environment: bench.lerobot_python is unset and .venv-lerobot/bin/python does "
+    "not exist (bash tools/install.sh --peers makes it; it needs Python 3.12)"
+)
+
+
+def peer_python(bench: dict) -> str | None:
+    """The peer interpreter: ``bench["lerobot_python"]`` when the key is set (null or false:
+    none), else ``.venv-lerobot/bin/python`` when it exists in the working directory, else
+    None."""
+    if "lerobot_python" in bench:
+        return bench["lerobot_python"] or None
+    return DEFAULT_PEER_PYTHON if Path(DEFAULT_PEER_PYTHON).exists() else None
+
+
+@functools.cache
+def peer_packages(python: str | None) -> dict[str, str]:
+    """{distribution: version} of :data:`PEER_DISTRIBUTIONS` installed in ``python`` (empty
+    for None, or an interpreter that does not run); read with ``importlib.metadata``, without
+    importing them (about 0.1 s)."""
+    if not python:
+        return {}
+    code = (
+        "import json, importlib.metadata as m\n"
+        "out = {}\n"
+        f"for d in {PEER_DISTRIBUTIONS!r}:\n"
+        "    try: out[d] = m.version(d)\n"
+        "    except m.PackageNotFoundError: pass\n"
+        "print(json.dumps(out))"
+    )
+    try:
+        done = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return json.loads(done.stdout) if done.returncode == 0 else {}
+
+
+def peer_version(python: str | None, package: str) -> str | None:
+    """``"<package> <version>"`` of a peer package installed in ``python``, or None."""
+    version = peer_packages(python).get(package)
+    return f"{package} {version}" if version else None
+
+
+def run_peer(scenario, spec, root: Path, url: str, options: dict | None, settings) -> dict:
+    """Measure peer loader ``spec`` on ``scenario`` in ``settings.lerobot_python``
+    (``lerobot_driver.py``), reading ``url`` (``root`` itself, an ``s3://`` Lance layout, or
+    ``hf://datasets/<repo>[@<revision>]`` through ``HF_ENDPOINT``).
+
+    Returns:
+        the driver's measurements, ``device`` (cpu), ``peer_version`` and the kept items
+        under ``peer_items`` (a list of dicts, for :func:`check_items`).
+
+    Raises:
+        ValueError: no peer interpreter, or it lacks ``spec.peer_package``.
+        RuntimeError: the driver failed (its stderr's tail in the message).
+    """
+    import torch
+
+    from robopipe.bench.measure import ZeroSamplesError
+    from robopipe.loading import mode_delta_timestamps, read_meta
+
+    version = peer_version(settings.lerobot_python, spec.peer_package)
+    if not version:
+        raise ValueError(
+            f"{scenario.name}: {spec.name} needs {spec.peer_package} in the peer environment "
+            f"({settings.lerobot_python or NO_PEERS})"
+        )
+    meta = read_meta(root)
+    delta = mode_delta_timestamps(scenario.mode, meta.camera_keys, meta.fps, settings.windows)
+    with tempfile.TemporaryDirectory(prefix="robopipe-peer-") as tmp:
+        out, items_out = Path(tmp) / "result.json", Path(tmp) / "items.pt"
+        args = {
+            "root": str(root.resolve()),
+            "url": str(root.resolve()) if scenario.source == "local" else url,
+            "storage_options": _lance_options(options) if scenario.source == "s3" else None,
+            "revision": url.partition("@")[2] or None,
+            "dataset": spec.dataset,
+            "stream": spec.stream,
+            "delta_timestamps": delta,
+            "video_keys": meta.camera_keys,
+            "batch_size": settings.batch_size,
+            "workers": scenario.workers,
+            "image_dtype": settings.image_dtype,
+            "warmup_batches": settings.warmup_batches,
+            "steady_s": settings.steady_s,
+            "probe_samples": settings.probe_samples,
+            "tolerance_s": settings.tolerance_s,
+            "seed": settings.seed,
+            "check_items": CHECK_ITEMS,
+            "out": str(out),
+            "items_out": str(items_out),
+        }
+        env = {**os.environ, "HF_HOME": str(Path(tmp) / "hf"), "HF_HUB_DISABLE_XET": "1"}
+        env.pop("PYTHONPATH", None)
+        if scenario.source == "hf":
+            env["HF_ENDPOINT"] = (options or {}).get("endpoint") or env.get("HF_ENDPOINT", "")
+        else:
+            env["HF_HUB_OFFLINE"] = "1"
+        done = subprocess.run(
+            [settings.lerobot_python, str(LEROBOT_DRIVER), json.dumps(args)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        if done.returncode != 0 or not out.exists():
+            raise RuntimeError(
+                f"{scenario.name}: peer driver failed (exit {done.returncode}):\n"
+                f"{done.stderr[-4000:]}"
+            )
+        measured = json.loads(out.read_text())
+        items = torch.load(items_out, weights_only=True)
+    if measured.get("error"):
+        raise ZeroSamplesError(f"{scenario.name}: {measured['error']}")
+    return {**measured, "device": "cpu", "peer_version": version, "peer_items": items}
+
+
+def _lance_options(options: dict | None) -> dict:
+    """LanceDB's (object_store's) options for an s3 source given fsspec's s3fs options:
+    endpoint, keys, region, plain http allowed."""
+    options = options or {}
+    client = options.get("client_kwargs") or {}
+    lance = {
+        "aws_endpoint": client.get("endpoint_url") or options.get("endpoint_url"),
+        "aws_access_key_id": options.get("key"),
+        "aws_secret_access_key": options.get("secret"),
+        "aws_region": client.get("region_name") or "us-east-1",
+        "allow_http": "true",
+    }
+    return {k: v for k, v in lance.items() if v}
+
+
+def check_items(items: list[dict], reference_root: str | Path, delta, image_dtype: str) -> dict:
+    """Compare a peer's items with robopipe's ``MapDataset`` items of the same ``index`` on the
+    local dataset ``reference_root`` (same ``delta_timestamps`` and ``image_dtype``).
+
+    Every key both return is compared: tensors by dtype, shape and values (exactly), other
+    values by equality. Keys only one side returns are listed, not counted as a mismatch.
+
+    Returns:
+        ``indices`` (frame indices compared), ``image_dtype``, ``dtypes`` (the peer's dtype
+        per tensor key), ``only_peer_keys``, ``only_robopipe_keys``, ``keys_compared``,
+        ``mismatches`` (up to 10: index, key, what differs, and for values the largest
+        absolute difference), ``equal`` (no mismatch in any compared key, and at least one
+        item compared).
+    """
+    import torch
+
+    from robopipe.loading import MapDataset
+
+    reference = MapDataset(reference_root, delta_timestamps=delta, image_dtype=image_dtype)
+    mismatches, dtypes, only_peer, only_ours, compared = [], {}, set(), set(), set()
+    for item in items:
+        index = int(item["index"])
+        ours = reference[index]
+        only_peer |= set(item) - set(ours)
+        only_ours |= set(ours) - set(item)
+        for key in sorted(set(item) & set(ours)):
+            compared.add(key)
+            theirs, mine = item[key], ours[key]
+            if isinstance(theirs, torch.Tensor):
+                dtypes[key] = str(theirs.dtype).removeprefix("torch.")
+                why = _tensor_difference(theirs, torch.as_tensor(mine))
+            else:
+                why = None if theirs == mine else f"{theirs!r} != {mine!r}"
+            if why:
+                mismatches.append({"index": index, "key": key, "difference": why})
+    return {
+        "indices": [int(i["index"]) for i in items],
+        "image_dtype": image_dtype,
+        "dtypes": dtypes,
+        "keys_compared": sorted(compared),
+        "only_peer_keys": sorted(only_peer),
+        "only_robopipe_keys": sorted(only_ours),
+        "mismatches": mismatches[:10],
+        "equal": bool(items) and not mismatches,
+    }
+
+
+def _tensor_difference(theirs, mine) -> str | None:
+    """What differs between two tensors (dtype, shape, values), or None."""
+    if theirs.dtype != mine.dtype:
+        return f"dtype {theirs.dtype} != {mine.dtype}"
+    if tuple(theirs.shape) != tuple(mine.shape):
+        return f"shape {tuple(theirs.shape)} != {tuple(mine.shape)}"
+    if not bool((theirs == mine).all()):
+        diff = (theirs.double() - mine.double()).abs().max().item()
+        return f"values differ, max abs difference {diff:g}"
+    return None

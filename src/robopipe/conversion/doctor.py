@@ -1,0 +1,64 @@
+"""An outside opinion of a v3.0 dataset: lerobot-lancedb's ``lerobot-lance-doctor``, run by the
+peer interpreter (:mod:`robopipe.bench.peers`) where there is one.
+
+The doctor (lerobot_lancedb/doctor.py) makes five read-only checks: META (lerobot's
+``LeRobotDatasetMetadata`` loads), BOUNDARIES (episode ranges tile ``[0, total_frames)``),
+DATA (every referenced parquet exists, rows add up to ``total_frames``, no orphan parquet),
+VIDEOS (every referenced mp4 exists, is non-empty and opens, no orphan mp4) and SUPPLY (each
+mp4's container declares at least the frames the episodes imply). Its exit code is the
+number of failed checks.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+from robopipe.errors import DatasetError
+
+DOCTOR = "lerobot-lance-doctor"  # the console script next to the peer interpreter
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_CHECK = re.compile(r"^\[\s*(ok|FAIL)\s*\] (\w+)")
+
+
+def run_doctor(root: str | Path, python: str | None, name: str) -> dict:
+    """Run ``lerobot-lance-doctor --root root`` of the peer interpreter ``python`` (offline).
+
+    Returns:
+        ``{"tool": "lerobot-lancedb <version>", "passed": bool, "checks": {check: "ok" or
+        "FAIL"}, "output": the doctor's text}``, or ``{"tool": None, "passed": None,
+        "skipped": why}`` where there is no peer interpreter or it has no doctor.
+
+    Raises:
+        DatasetError: the doctor flags the dataset ``name`` (its failed checks and their
+            lines in the message).
+    """
+    from robopipe.bench.peers import NO_PEERS, peer_version
+
+    doctor = Path(python).parent / DOCTOR if python else None
+    if doctor is None or not doctor.exists():
+        why = f"{doctor} does not exist" if doctor else NO_PEERS
+        return {"tool": None, "passed": None, "skipped": f"{DOCTOR} not run: {why}"}
+    with tempfile.TemporaryDirectory(prefix="robopipe-doctor-") as home:
+        env = {**os.environ, "HF_HOME": home, "HF_HUB_OFFLINE": "1", "NO_COLOR": "1"}
+        env.pop("PYTHONPATH", None)
+        done = subprocess.run(
+            [str(doctor), "--root", str(Path(root).resolve()), "--repo-id", f"local/{name}"],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
+    output = _ANSI.sub("", done.stdout + done.stderr).strip()
+    checks = {m[2]: m[1] for line in output.splitlines() if (m := _CHECK.match(line))}
+    if done.returncode != 0:
+        failed = [line.strip() for line in output.splitlines() if line.startswith(("[FAIL]", " "))]
+        raise DatasetError(name, f"{DOCTOR} flags {root}: " + "; ".join(failed[:6]))
+    return {
+        "tool": peer_version(python, "lerobot-lancedb"),
+        "passed": True,
+        "checks": checks,
+        "output": output,
+    }
