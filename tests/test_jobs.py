@@ -1,4 +1,5 @@
-"""A job's own peak RSS (robopipe.jobs.logged) against /usr/bin/time's for the same process."""
+"""What a job records of itself (robopipe.jobs.logged): its peak RSS against /usr/bin/time's
+for the same process, not its parent's; its start-up."""
 
 from __future__ import annotations
 
@@ -34,6 +35,31 @@ def test_job_peak_rss_matches_usr_bin_time(tmp_path):
     assert record["rule"] == "demo_rule"
     assert 200 < record["own_mb"] < 400 < record["children_mb"] == record["peak_mb"]
     assert abs(record["peak_mb"] - time_mb) <= 0.1 * time_mb
+
+
+STARTED_LATE = """
+import sys, time
+from types import SimpleNamespace
+time.sleep(0.3)  # stands for the interpreter and imports before the job's first work
+from robopipe.jobs import logged
+with logged(SimpleNamespace(log=[sys.argv[1]], rule="demo_rule")):
+    pass
+"""
+
+LARGE_PARENT = """
+import subprocess, sys
+held = b"x" * (300 * 2**20)  # 300 MiB resident in the parent when it starts the job
+subprocess.run([sys.executable, "-c", sys.argv[1], sys.argv[2]], check=True)
+"""
+
+
+def test_a_job_records_its_startup_and_its_own_peak_not_its_parents(tmp_path):
+    log = tmp_path / "job.log"
+    subprocess.run([sys.executable, "-c", LARGE_PARENT, STARTED_LATE, str(log)], check=True)
+    record = json.loads((tmp_path / "job.log.rss.json").read_text())
+    assert record["startup_s"] >= 0.3
+    # ru_maxrss would count the parent's 300 MiB at the fork; the job itself holds far less
+    assert record["own_mb"] < 150
 
 
 FAILING_JOB = """

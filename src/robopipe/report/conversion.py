@@ -1,7 +1,8 @@
 """Conversion figures from Snakemake's ``benchmark:`` files, and the comparison with lerobot.
 
 Snakemake measures each job's wall-clock time (column ``s``, seconds) and the peak resident
-set size of its process tree (column ``max_rss``, MB of 2**20 bytes).
+set size of its process tree (column ``max_rss``, MB of 2**20 bytes); each job records its own
+peak RSS and start-up beside its log (:mod:`robopipe.jobs`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ NO_BENCHMARKS = "no conversion benchmark file for this dataset (results/jobs/<da
 SHARD_RULE = "shard"
 # Above this many shards, name labels would not fit: plot against the shard's ordinal instead.
 MAX_NAMED_SHARDS = 40
-_WALL, _RSS = "#4c72b0", "#dd8452"
+_WALL, _RSS, _STARTUP = "#4c72b0", "#dd8452", "#55a868"
 
 
 def _bars(ax, labels, values, colour, fmt):
@@ -31,19 +32,22 @@ def _bars(ax, labels, values, colour, fmt):
 
 
 def rules(jobs: pd.DataFrame, stem: str | Path, dataset: str, job_rss: pd.DataFrame | None = None):
-    """Per conversion rule: summed wall time of its jobs (s) and the largest job's peak RSS (MB):
-    as the jobs measured it themselves (``job_rss``) where they did, else Snakemake's."""
+    """Per conversion rule: summed wall time of its jobs (s), the largest job's peak RSS (MB):
+    as the jobs measured it themselves (``job_rss``) where they did, else Snakemake's; and the
+    mean start-up of its jobs (s: process start to first work, from ``job_rss``)."""
     title = f"{dataset}: conversion time and memory per rule"
     if jobs.empty:
         return placeholder(stem, title, NO_BENCHMARKS)
     per_rule = conversion_by_rule(jobs, job_rss)
     labels = [f"{r.rule} ({r.jobs} job{'s' if r.jobs != 1 else ''})" for r in per_rule.itertuples()]
-    fig, (wall, rss) = bar_figure(len(per_rule), panels=2)
+    fig, (wall, rss, startup) = bar_figure(len(per_rule), panels=3)
     _bars(wall, labels, per_rule["total_s"], _WALL, "{:,.2f}")
     wall.set_xlabel("wall time, summed over the rule's jobs, s")
     measured = per_rule["job_peak_rss_mb"].fillna(per_rule["max_rss_mb"])
     _bars(rss, labels, measured, _RSS, "{:,.0f}")
     rss.set_xlabel("peak RSS of the rule's largest job (its own or its largest child's), MB")
+    _bars(startup, labels, per_rule["startup_s"], _STARTUP, "{:,.2f}")
+    startup.set_xlabel("start-up per job (interpreter, imports), mean, s")
     fig.suptitle(title)
     return save(fig, stem)
 
