@@ -3,11 +3,14 @@
 from robopipe.conversion.plan import load_plan, load_planned_source
 from robopipe.conversion.shard import build_shard
 from robopipe.jobs import logged
+from robopipe.source_cache import fetch_shard_files
 
 with logged(snakemake, pandas=False) as log:
     plan = load_plan(snakemake.input.plan)
+    source = load_planned_source(plan.source, plan.dataset, plan)
+    fetch_shard_files(source, plan, snakemake.wildcards.shard)  # a remote source's
     build_shard(
-        load_planned_source(plan.source, plan.dataset, plan),
+        source,
         plan,
         snakemake.wildcards.shard,
         snakemake.output[0],

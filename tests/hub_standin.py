@@ -234,22 +234,31 @@ class Repo:
         return commit
 
 
-def _scan(root: Path) -> dict[str, Blob]:
+def _scan(root: Path, lfs: tuple[str, ...] = ()) -> dict[str, Blob]:
+    """The files of ``root`` by repo path; those whose name matches a pattern of ``lfs`` are
+    LFS files."""
     root = Path(root)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder")
-    return {p.relative_to(root).as_posix(): Blob(p) for p in sorted(root.rglob("*")) if p.is_file()}
+    return {
+        p.relative_to(root).as_posix(): Blob(p, lfs=any(fnmatch.fnmatch(p.name, x) for x in lfs))
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
 
 
-def _repo_from_folders(repo_id: str, revisions: dict[str, str | Path]) -> Repo:
+def _repo_from_folders(
+    repo_id: str, revisions: dict[str, str | Path], lfs: tuple[str, ...] = ()
+) -> Repo:
     """A repo whose refs name folders: ``main`` and other names not starting with ``v`` and a
-    digit are branches, ``v2.1``-like names tags; one commit per distinct folder."""
+    digit are branches, ``v2.1``-like names tags; one commit per distinct folder. Files whose
+    name matches a pattern of ``lfs`` are LFS files."""
     repo = Repo()
     by_folder: dict[Path, Commit] = {}
     for name, root in revisions.items():
         folder = Path(root).resolve()
         if folder not in by_folder:
-            files = _scan(folder)
+            files = _scan(folder, lfs)
             listing = "".join(f"{path}\0{b.size}\n" for path, b in files.items())
             sha = hashlib.sha1(f"{repo_id}@{name}\n{listing}".encode()).hexdigest()
             by_folder[folder] = repo.commits[sha] = Commit(sha, files)
@@ -747,6 +756,7 @@ def serve_hub(
     page_size: int = HUB_PAGE_SIZE,
     token: str | None = None,
     storage_dir: str | Path | None = None,
+    lfs: tuple[str, ...] = (),
 ) -> Iterator[HubStandin]:
     """Serve ``repos`` ({repo id: {revision name: folder}}) as Hub dataset repos on
     ``http://127.0.0.1:<free port>``; stop the server on exit.
@@ -755,9 +765,11 @@ def serve_hub(
     two names is one commit. ``page_size``: entries per page of the tree listing (smaller
     pages exercise pagination). ``token``: the token writes must carry (none needed if None).
     ``storage_dir``: where the uploaded content's temporary folder goes (default: the system's
-    temporary folder).
+    temporary folder). ``lfs``: name patterns (``*.mp4``) of the files served as LFS files
+    (their tree entry carries the sha256 as ``lfs.oid``, as the Hub's does); the others, and
+    all by default, as plain git blobs.
     """
-    scanned = {repo_id: _repo_from_folders(repo_id, revs) for repo_id, revs in repos.items()}
+    scanned = {repo_id: _repo_from_folders(repo_id, revs, lfs) for repo_id, revs in repos.items()}
     with tempfile.TemporaryDirectory(prefix="hub-standin-", dir=storage_dir) as storage:
         server = HubServer(scanned, page_size, Path(storage), token)
         thread = threading.Thread(target=server.serve_forever, daemon=True)

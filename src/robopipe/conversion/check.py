@@ -50,6 +50,7 @@ from robopipe.formats.v21_reader import (
     normalise_template,
     read_json,
     read_jsonl,
+    source_root,
     template_problems,
 )
 from robopipe.layout import (
@@ -194,7 +195,9 @@ def check_source(
     """Check the v2.1 source in ``root`` completely; never raises for bad data.
 
     Args:
-        root: the v2.1 dataset folder.
+        root: the v2.1 dataset folder, or a remote source's manifest (its files are then
+            read by range reads, or from its cache where they are cached:
+            :func:`robopipe.formats.v21_reader.source_root`).
         name: the dataset name (for messages).
         options: the dataset's conversion settings; used: the repairs,
             ``restamp_timestamps``, ``tolerance_s``, ``skip_episodes`` (problems of skipped
@@ -207,9 +210,9 @@ def check_source(
         A :class:`CheckReport`.
     """
     options = options or ConversionOptions()
-    root = Path(root)
-    report = CheckReport(name, str(root.resolve()), repairs_of(options))
-    source = _check_metadata(root, name, report)
+    root, remote = source_root(root, name)
+    report = CheckReport(name, remote.url if remote else str(root.resolve()), repairs_of(options))
+    source = _check_metadata(root, name, report, remote)
     if source is not None:
         skip = set(options.skip_episodes)
         checker = _EpisodeChecker(source, options)
@@ -226,7 +229,7 @@ def check_source(
         for problem in [p for p in report.problems if p.episode in skip]:
             report.problems.remove(problem)
             report.notes.append(problem)
-        report.notes += _stray_files(root, report.files)
+        report.notes += _stray_files(root, report.files, remote)
     if previous is not None:
         report.notes += _changes(previous.get("files", {}), report.files)
     return report
@@ -254,7 +257,7 @@ def read_report(path: str | Path) -> dict | None:
         return None
 
 
-def _check_metadata(root: Path, name: str, report: CheckReport):
+def _check_metadata(root: Path, name: str, report: CheckReport, remote=None):
     """Check ``meta/``; return the :class:`V21Source` when episodes can be checked."""
     if not root.is_dir():
         report.problems.append(
@@ -312,7 +315,7 @@ def _check_metadata(root: Path, name: str, report: CheckReport):
             Problem("info_fields", "video features but no video_path", file=V21_INFO_PATH)
         )
         return None
-    source = V21Source(name, root, info, episodes, tasks, video_keys)
+    source = V21Source(name, root, info, episodes, tasks, video_keys, remote)
     _check_stats(source, repairs["compute_missing_stats"], meta_problems)
     return source
 
@@ -405,7 +408,7 @@ class _EpisodeChecker:
             )
             return None
         try:
-            stat = os.stat(path)
+            size, mtime_ns = self.source.file_signature(path)
         except FileNotFoundError:
             problems.append(
                 Problem(
@@ -416,8 +419,8 @@ class _EpisodeChecker:
                 )
             )
             return None
-        files[rel] = [stat.st_size, stat.st_mtime_ns]
-        if stat.st_size == 0:
+        files[rel] = [size, mtime_ns]
+        if size == 0:
             problems.append(
                 Problem(
                     "empty_file",
@@ -438,7 +441,7 @@ class _EpisodeChecker:
         if rel is None:
             return None
         try:
-            parquet = pq.ParquetFile(path)
+            parquet = pq.ParquetFile(source.readable(path))
         except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
             problems.append(
                 Problem(
@@ -610,7 +613,7 @@ class _EpisodeChecker:
             return
         fix = "restore the file, or leave the episode out with `skip_episodes`"
         try:
-            with av.open(str(path), format=MP4) as container:
+            with av.open(self.source.readable(path), format=MP4) as container:
                 if not container.streams.video:
                     problems.append(
                         Problem("video_stream", f"no video stream; {fix}", episode, rel)
@@ -715,17 +718,24 @@ def _record(root: Path, rel: str, files: dict) -> None:
     files[rel] = [stat.st_size, stat.st_mtime_ns]
 
 
-def _stray_files(root: Path, used: Mapping) -> list[Problem]:
+def _stray_files(root: Path, used: Mapping, remote=None) -> list[Problem]:
+    """A note per file of the source that the conversion does not read (a remote source's:
+    those of its listing)."""
     notes = []
+    for rel in sorted(remote.files) if remote else _walk(root):
+        if rel not in used and rel not in KNOWN_EXTRA_FILES:
+            notes.append(
+                Problem("stray_file", "not part of the dataset; it is not converted", file=rel)
+            )
+    return notes
+
+
+def _walk(root: Path):
+    """Every file under ``root``, relative to it, in sorted folder order."""
     for folder, dirs, names in os.walk(root):
         dirs.sort()
         for name in sorted(names):
-            rel = os.path.relpath(os.path.join(folder, name), root)
-            if rel not in used and rel not in KNOWN_EXTRA_FILES:
-                notes.append(
-                    Problem("stray_file", "not part of the dataset; it is not converted", file=rel)
-                )
-    return notes
+            yield os.path.relpath(os.path.join(folder, name), root)
 
 
 def _changes(before: Mapping, after: Mapping) -> list[Problem]:

@@ -181,7 +181,7 @@ def _source_schema(source: V21Source, plan: Plan) -> pa.Schema:
     episode = plan.episodes[0].source_episode_index
     path = source.data_file(episode)
     try:
-        return pq.read_schema(path)
+        return pq.read_schema(source.readable(path))  # range reads of a remote source
     except (OSError, pa.ArrowInvalid) as exc:
         raise source.error(f"unreadable parquet: {exc}", episode=episode, file=path) from None
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -273,7 +272,7 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
         for key in source.video_keys:
             path = source.video_file(src_index, key)
             try:
-                video_sizes[key].append(os.stat(path).st_size / MIB)
+                video_sizes[key].append(source.file_size(path) / MIB)
             except FileNotFoundError:
                 raise source.error("video file is missing", episode=src_index, file=path) from None
 
@@ -423,12 +422,9 @@ def _check_stats(source: V21Source, kept: list[int]) -> None:
 
 
 def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, float]:
-    # imported here: publish and every other job read plans, only planning reads footers
-    import pyarrow.parquet as pq
-
     path = source.data_file(episode_index)
     try:
-        metadata = pq.read_metadata(path)
+        metadata = source.parquet_metadata(path)  # range reads of a remote source's footer
     except FileNotFoundError:
         raise source.error("data file is missing", episode=episode_index, file=path) from None
     except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for corrupt footers

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import string
 from collections import Counter
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from robopipe.errors import DatasetError
 from robopipe.layout import (
@@ -25,6 +27,12 @@ from robopipe.layout import (
     V21_INFO_PATH,
     V21_TASKS_PATH,
 )
+
+if TYPE_CHECKING:
+    from robopipe.source_cache import RemoteSource
+
+# the meta files a v2.1 source may hold (episodes_stats.jsonl is optional)
+V21_META_FILES = (V21_INFO_PATH, V21_EPISODES_PATH, V21_TASKS_PATH, V21_EPISODES_STATS_PATH)
 
 REQUIRED_INFO_FIELDS = (
     "codebase_version",
@@ -69,6 +77,9 @@ class V21Source:
         episodes: ``meta/episodes.jsonl`` lines, sorted by ``episode_index``.
         tasks: task strings by ``task_index``.
         video_keys: the cameras (features of dtype ``video``), sorted as lerobot sorts them.
+        remote: where the files are when the source is remote
+            (:class:`robopipe.source_cache.RemoteSource`; ``root`` is then its cache folder,
+            which holds the meta files and whatever :meth:`fetch` has fetched), else None.
     """
 
     name: str
@@ -77,6 +88,7 @@ class V21Source:
     episodes: list[dict]
     tasks: list[str]
     video_keys: list[str] = field(default_factory=list)
+    remote: RemoteSource | None = None
 
     @functools.cached_property
     def available_stats(self) -> dict[int, dict]:
@@ -134,6 +146,52 @@ class V21Source:
             video_key=video_key,
         )
 
+    def file_size(self, path: Path) -> int:
+        """Size in bytes of a source file (``path`` under :attr:`root`): from the listing of
+        a remote source. Raises ``FileNotFoundError`` if there is no such file."""
+        return self.file_signature(path)[0]
+
+    def file_signature(self, path: Path) -> list[int]:
+        """``[size in bytes, mtime in ns]`` of a source file (a remote source's listing has
+        no mtime: 0). Raises ``FileNotFoundError`` if there is no such file."""
+        if self.remote:
+            return [self.remote.size(self._rel(path)), 0]
+        stat = os.stat(path)
+        return [stat.st_size, stat.st_mtime_ns]
+
+    def parquet_metadata(self, path: Path):
+        """The ``pyarrow.parquet.FileMetaData`` of a source parquet, from its footer alone
+        (range reads of a remote source's file that is not cached).
+
+        Raises:
+            FileNotFoundError: there is no such file.
+            OSError, pyarrow.ArrowInvalid, ValueError: the footer is unreadable.
+        """
+        if self.remote:
+            return self.remote.parquet_metadata(self._rel(path))
+        import pyarrow.parquet as pq
+
+        return pq.read_metadata(path)
+
+    def readable(self, path: Path):
+        """What pyarrow or PyAV opens a source file from: its path, or a remote source's
+        range-read file where it is not cached."""
+        return self.remote.readable(self._rel(path)) if self.remote else str(path)
+
+    def fetch(self, paths) -> None:
+        """Make the source files ``paths`` (under :attr:`root`) local: a remote source fetches
+        those its cache lacks (:meth:`robopipe.source_cache.RemoteSource.fetch`); a local
+        one has them.
+
+        Raises:
+            DatasetError: a file is missing, or its download does not verify.
+        """
+        if self.remote:
+            self.remote.fetch(self._rel(p) for p in paths)
+
+    def _rel(self, path: Path) -> str:
+        return Path(path).relative_to(self.root).as_posix()
+
     def error(self, message: str, *, episode: int | None = None, file=None) -> DatasetError:
         """A :class:`DatasetError` for this dataset, with ``file`` made relative to the root."""
         if file is not None and Path(file).is_relative_to(self.root):
@@ -161,8 +219,26 @@ def declared_stream(info: dict, video_key: str) -> dict:
     }
 
 
+def source_root(root: str | Path, name: str) -> tuple[Path, RemoteSource | None]:
+    """The folder a v2.1 source's readers open, and its remote (or None): ``root`` itself
+    for a local folder; for the manifest of a remote source (a ``.json`` file, written by the
+    plan job), its cache folder, with the meta files fetched into it.
+
+    Raises:
+        DatasetError: a meta file's download does not verify.
+    """
+    from robopipe.source_cache import is_manifest, load_manifest
+
+    if not is_manifest(root):
+        return Path(root), None
+    remote = load_manifest(root)
+    remote.fetch(rel for rel in V21_META_FILES if rel in remote.files)
+    return remote.root, remote
+
+
 def load_source(root: str | Path, name: str, *, template_placeholders: bool = False) -> V21Source:
-    """Load and check the metadata of the v2.1 dataset in ``root``.
+    """Load and check the metadata of the v2.1 dataset in ``root`` (a folder, or the manifest
+    of a remote source: :func:`source_root`).
 
     Reads ``meta/info.json``, ``episodes.jsonl`` and ``tasks.jsonl``; ``episodes_stats.jsonl``
     is read on first use of :attr:`V21Source.episodes_stats`. It does not open data or video
@@ -176,7 +252,7 @@ def load_source(root: str | Path, name: str, *, template_placeholders: bool = Fa
             required field; a path template has unknown placeholders; episode indices are
             duplicated, missing or out of range; task indices are not ``0..K-1``.
     """
-    root = Path(root)
+    root, remote = source_root(root, name)
     if not root.is_dir():
         raise DatasetError(name, f"source folder {root} does not exist")
     info = read_json(root, V21_INFO_PATH, name)
@@ -204,6 +280,7 @@ def load_source(root: str | Path, name: str, *, template_placeholders: bool = Fa
         episodes=episodes,
         tasks=[t["task"] for t in task_lines],
         video_keys=video_keys,
+        remote=remote,
     )
 
 

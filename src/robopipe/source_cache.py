@@ -1,0 +1,395 @@
+"""A remote v2.1 source (a Hub dataset repo, or a folder at any fsspec URL) that the jobs read
+file by file: the ``plan`` job lists it once into a manifest; the plan and the check read its
+metadata files, parquet footers and mp4 headers by range reads; each shard and aggregate job
+fetches only the files it reads into a cache folder.
+
+The cache mirrors the dataset's layout (``<cache>/meta/info.json``, ``<cache>/data/...``), so a
+cached source is a v2.1 folder to every reader. One file lock per file (``filelock``, which
+huggingface_hub uses too) makes the jobs of one node fetch each file once: a job that finds a
+file complete in the cache reads it from there. Downloads are resumable and verified: a file is
+read in blocks of :data:`DOWNLOAD_BLOCK` (range requests, through the same fsspec buffered
+file the metadata reads use) and appended to ``.<name>.part``, which a killed job leaves for
+the next one to continue; the size is compared with the listing's, and the sha256 with the
+Hub's LFS oid where the Hub gives one; the file is renamed into place only once complete and
+verified. (huggingface_hub 2.4's ``hf_hub_download`` restarts an interrupted download from
+zero, in a temporary file of its own: it does not resume.)
+
+The cache folder (``cache_dir``) may name environment variables (``$TMPDIR/robopipe/...``),
+expanded by each job on its own node, so a cluster's nodes each fill a cache on a local disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from robopipe.atomic import write_json
+from robopipe.errors import DatasetError
+
+MANIFEST_VERSION = 1
+HUB_SCHEME = "hf://datasets/"
+FOOTER_READERS = 16  # parquet footers read at once (read_ahead)
+FOOTER_AHEAD = 256  # footers read ahead of the one asked for, at most
+RANGE_BLOCK = 64 * 1024  # the least bytes one range request of an mp4 or parquet fetches
+DOWNLOAD_BLOCK = 8 * 2**20  # bytes of one range request of a download
+FETCH_THREADS = 4  # files one job fetches at once
+LOCKS = ".locks"  # the cache's lock files, one per source file
+# the folders of a v2.1 dataset that the conversion reads
+DATASET_FOLDERS = ("meta", "data", "videos")
+
+
+@dataclass
+class RemoteSource:
+    """A listed remote v2.1 dataset and its cache.
+
+    Attributes:
+        name: the dataset name (for messages).
+        url: ``hf://datasets/<repo_id>@<commit sha>`` for a Hub repo (pinned to the commit the
+            revision named when it was listed), else the fsspec URL of the dataset folder.
+        cache: the cache folder as configured (environment variables unexpanded).
+        files: ``{path relative to the dataset root: [size in bytes, sha256 hex or None]}``.
+        storage_options: fsspec options of ``url`` (credentials, ``client_kwargs``).
+    """
+
+    name: str
+    url: str
+    cache: str
+    files: dict[str, list]
+    storage_options: dict = field(default_factory=dict)
+    _ahead: dict = field(default_factory=dict, repr=False, compare=False)
+    _queue: Iterator | None = field(default=None, repr=False, compare=False)
+    _readers: ThreadPoolExecutor | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def root(self) -> Path:
+        """The cache folder on this node (environment variables expanded)."""
+        return Path(os.path.expandvars(self.cache))
+
+    @property
+    def hub_repo(self) -> tuple[str, str] | None:
+        """``(repo_id, commit)`` of a Hub source, else None."""
+        if not self.url.startswith(HUB_SCHEME):
+            return None
+        repo_id, commit = self.url[len(HUB_SCHEME) :].rsplit("@", 1)
+        return repo_id, commit
+
+    def to_json(self) -> dict:
+        return {
+            "version": MANIFEST_VERSION,
+            "name": self.name,
+            "url": self.url,
+            "cache": self.cache,
+            "storage_options": self.storage_options,
+            "files": self.files,
+        }
+
+    def save(self, path: str | Path) -> None:
+        """Write the manifest (JSON) to ``path`` atomically."""
+        write_json(path, self.to_json(), indent=None)
+
+    def size(self, rel: str) -> int:
+        """The listed size of ``rel`` in bytes. Raises ``FileNotFoundError`` if not listed."""
+        try:
+            return self.files[rel][0]
+        except KeyError:
+            raise FileNotFoundError(rel) from None
+
+    def cached(self, rel: str) -> Path | None:
+        """``rel``'s path in the cache when it is there complete (its listed size), else None."""
+        path = self.root / rel
+        try:
+            return path if path.stat().st_size == self.size(rel) else None
+        except FileNotFoundError:
+            return None
+
+    def open(self, rel: str, block_size: int = RANGE_BLOCK, cache_type: str = "readahead"):
+        """A seekable binary file of ``rel`` read by range requests of at least
+        ``block_size`` bytes (fsspec's buffered file and ``cache_type``). Raises
+        ``FileNotFoundError`` if not listed."""
+        size = self.size(rel)
+        if repo := self.hub_repo:
+            from robopipe import hub
+
+            return hub.HubRangeFile(*repo, rel, size, block_size, cache_type)
+        fs, root = self._fs()
+        return fs.open(
+            f"{root}/{rel}", "rb", block_size=block_size, cache_type=cache_type, size=size
+        )
+
+    def readable(self, rel: str):
+        """What pyarrow and PyAV open ``rel`` from: its cached path where it is cached, else a
+        range-read file (:meth:`open`)."""
+        cached = self.cached(rel)
+        return str(cached) if cached else self.open(rel)
+
+    def parquet_metadata(self, rel: str):
+        """``rel``'s parquet footer (``pyarrow.parquet.FileMetaData``), from the cache or by
+        range reads of the footer alone (:func:`read_parquet_footer`)."""
+        if rel in self._ahead:
+            future = self._ahead.pop(rel)
+            self._read_more()
+            return future.result()
+        return self._footer(rel)
+
+    def read_ahead(self, rels) -> None:
+        """Read the footers of the parquet files ``rels`` ahead, :data:`FOOTER_READERS` at
+        once and at most :data:`FOOTER_AHEAD` ahead of the next :meth:`parquet_metadata` call
+        (which should ask for them in this order): a plan of a remote source waits on one
+        round trip per :data:`FOOTER_READERS` files, not per file."""
+        if self._readers is None:
+            self._readers = ThreadPoolExecutor(FOOTER_READERS)
+        self._queue = iter(rels)
+        self._read_more()
+
+    def _read_more(self) -> None:
+        while self._queue is not None and len(self._ahead) < FOOTER_AHEAD:
+            rel = next(self._queue, None)
+            if rel is None:
+                self._queue = None
+                break
+            self._ahead[rel] = self._readers.submit(self._footer, rel)
+
+    def _footer(self, rel: str):
+        import pyarrow.parquet as pq
+
+        cached = self.cached(rel)
+        if cached:
+            return pq.read_metadata(cached)
+        with self.open(rel, cache_type="none") as f:  # exactly the bytes asked for
+            return read_parquet_footer(f, self.size(rel))
+
+    def fetch(self, rels) -> list[Path]:
+        """Make each file of ``rels`` complete and verified in the cache (fetching those that
+        are not, :data:`FETCH_THREADS` at a time) and return their cached paths, in order.
+
+        Raises:
+            DatasetError: a file is not listed, or its fetched bytes do not match the listed
+                size or sha256 (the bad file is deleted).
+        """
+        rels = list(rels)
+        for rel in rels:
+            if rel not in self.files:
+                raise DatasetError(self.name, "file is missing", file=rel)
+        with ThreadPoolExecutor(FETCH_THREADS) as pool:
+            return list(pool.map(self._fetch_one, rels))
+
+    def _fetch_one(self, rel: str) -> Path:
+        from filelock import FileLock
+
+        if cached := self.cached(rel):
+            return cached
+        lock = self.root / LOCKS / f"{rel}.lock"
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(lock):
+            if cached := self.cached(rel):  # another job fetched it while this one waited
+                return cached
+            path = self.root / rel
+            part = path.with_name(f".{path.name}.part")
+            self._download(rel, part)
+            self._verify(rel, part)
+            os.replace(part, path)
+        return path
+
+    def _download(self, rel: str, part: Path) -> None:
+        """Append the bytes of ``rel`` that ``part`` lacks to it, a block at a time."""
+        part.parent.mkdir(parents=True, exist_ok=True)
+        done = part.stat().st_size if part.exists() else 0
+        if done > self.size(rel):  # not a prefix of this file
+            part.unlink()
+            done = 0
+        with self.open(rel, DOWNLOAD_BLOCK, "none") as src, open(part, "ab") as dst:
+            src.seek(done)
+            while block := src.read(DOWNLOAD_BLOCK):
+                dst.write(block)
+
+    def _verify(self, rel: str, path: Path) -> None:
+        size, sha256 = self.files[rel]
+        problem = None
+        if path.stat().st_size != size:
+            problem = f"fetched {path.stat().st_size} bytes, the listing says {size}"
+        elif sha256 and file_sha256(path) != sha256:
+            problem = f"fetched bytes do not match the Hub's sha256 {sha256}"
+        if problem:
+            path.unlink()  # the next attempt starts over
+            raise DatasetError(self.name, f"{problem} ({self.url}); run again", file=rel)
+
+    def _fs(self):
+        from fsspec.core import url_to_fs
+
+        fs, root = url_to_fs(self.url, **self.storage_options)
+        return fs, root.rstrip("/")
+
+
+def list_remote(
+    name: str,
+    cache: str,
+    *,
+    repo_id: str | None = None,
+    revision: str | None = None,
+    url: str | None = None,
+    storage_options: dict | None = None,
+) -> RemoteSource:
+    """List a remote v2.1 dataset: the Hub repo ``repo_id`` at ``revision`` (pinned to the
+    commit it names now), or the folder at fsspec ``url`` (``hf://datasets/<repo>@<rev>``
+    URLs are read as the Hub repo they name). Reads the listing only, no file.
+
+    Raises:
+        DatasetError: the repo, revision or folder does not exist, or it holds no
+            ``meta/info.json``.
+    """
+    from robopipe import hub
+
+    if url and url.startswith(HUB_SCHEME):
+        repo_id, _, revision = url[len(HUB_SCHEME) :].rstrip("/").partition("@")
+        revision = revision or "main"
+    if repo_id:
+        commit = hub.resolve_commit(repo_id, revision, name=name)
+        files = hub.list_files(repo_id, commit)
+        return RemoteSource(name, f"{HUB_SCHEME}{repo_id}@{commit}", cache, files)
+    from fsspec.core import url_to_fs
+
+    fs, root = url_to_fs(url, **(storage_options or {}))
+    root = root.rstrip("/")
+    try:
+        found = fs.find(root, detail=True)
+    except FileNotFoundError:
+        found = {}
+    files = {
+        os.path.relpath(path, root): [int(entry["size"]), None]
+        for path, entry in found.items()
+        if entry.get("type", "file") == "file"
+        and os.path.relpath(path, root).split("/")[0] in DATASET_FOLDERS
+    }
+    if "meta/info.json" not in files:
+        raise DatasetError(name, f"no meta/info.json at {url}; check `url`")
+    return RemoteSource(name, url, cache, files, dict(storage_options or {}))
+
+
+def load_manifest(path: str | Path) -> RemoteSource:
+    """The :class:`RemoteSource` a manifest written by :meth:`RemoteSource.save` holds.
+
+    Raises:
+        ValueError: the manifest is of another version.
+    """
+    import json
+
+    obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    if obj.get("version") != MANIFEST_VERSION:
+        raise ValueError(f"{path}: manifest version {obj.get('version')}, rerun the plan step")
+    return RemoteSource(
+        obj["name"], obj["url"], obj["cache"], obj["files"], obj.get("storage_options") or {}
+    )
+
+
+def is_manifest(root: str | Path) -> bool:
+    """Whether a source location names a manifest (a ``.json`` file), not a folder."""
+    return str(root).endswith(".json")
+
+
+def read_parquet_footer(f, size: int):
+    """The ``FileMetaData`` of the parquet file ``f`` (``size`` bytes) from its footer alone:
+    two reads, its last 8 bytes, then the footer.
+
+    Parquet ends with the footer, its length (4 bytes, little-endian) and ``PAR1``; pyarrow
+    reads metadata from any buffer shaped like that, so only the footer travels (pyarrow's own
+    reader fetches at least 64 KiB, the whole of a small file).
+
+    Raises:
+        ValueError: the file does not end with a parquet footer.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if size < 12:
+        raise ValueError(f"not a parquet file: {size} bytes")
+    f.seek(size - 8)
+    end = f.read(8)
+    if end[-4:] != b"PAR1":
+        raise ValueError("not a parquet file: no PAR1 magic at its end")
+    length = int.from_bytes(end[:4], "little")
+    if length + 12 > size:
+        raise ValueError(f"parquet footer length {length} exceeds the file ({size} bytes)")
+    f.seek(size - 8 - length)
+    footer = f.read(length)
+    return pq.read_metadata(pa.BufferReader(b"PAR1" + footer + end))
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 hex digest of a file."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def remove_cache(cache: str) -> bool:
+    """Remove the cache folder ``cache`` (environment variables expanded) on this node;
+    True if there was one."""
+    root = Path(os.path.expandvars(cache))
+    if not root.is_dir():
+        return False
+    shutil.rmtree(root)
+    return True
+
+
+def fetch_shard_files(source, plan, shard_id: str) -> None:
+    """Fetch what shard job ``shard_id`` reads of a remote source: its episodes' parquets, and
+    with ``compute_missing_stats`` their mp4s too (the stats of an episode are computed from
+    its frames). A local source has them: nothing is done."""
+    episodes = [e.source_episode_index for e in plan.shard_episodes(shard_id)]
+    paths = [source.data_file(i) for i in episodes]
+    if plan.options.compute_missing_stats:
+        paths += [source.video_file(i, key) for i in episodes for key in source.video_keys]
+    source.fetch(paths)
+
+
+def fetch_data_file_sources(source, plan, chunk: int, file: int) -> None:
+    """Fetch the parquets of the episodes of final data file ``(chunk, file)`` (which its job
+    checks row by row against the source)."""
+    source.fetch(
+        source.data_file(e.source_episode_index) for e in plan.episodes if e.data == (chunk, file)
+    )
+
+
+def fetch_video_file_sources(source, plan, video_key: str, chunk: int, file: int) -> None:
+    """Fetch the mp4s of camera ``video_key`` that final video file ``(chunk, file)`` is
+    remuxed from."""
+    source.fetch(
+        source.video_file(e.source_episode_index, video_key)
+        for e in plan.episodes
+        if e.videos[video_key] == (chunk, file)
+    )
+
+
+def plan_remote(manifest: str | Path, name: str, options, *, url: str, cache: str, **listing):
+    """List the remote v2.1 source at ``url`` into ``manifest``, then plan its conversion
+    from its metadata alone: the meta files (fetched into the cache), sizes from the listing
+    and parquet footers by range reads, read ahead in parallel. The plan's ``source`` is the
+    manifest, from which every later job opens the source. ``listing``: keywords of
+    :func:`list_remote` (``storage_options``).
+
+    Returns:
+        The :class:`robopipe.conversion.plan.Plan`.
+
+    Raises:
+        DatasetError: as :func:`list_remote`, :func:`robopipe.formats.v21_reader.load_source`
+            and :func:`robopipe.conversion.plan.make_plan`.
+    """
+    import dataclasses
+
+    from robopipe.conversion.plan import make_plan
+    from robopipe.formats.v21_reader import load_source
+
+    list_remote(name, cache, url=url, **listing).save(manifest)
+    source = load_source(manifest, name, template_placeholders=options.template_placeholders)
+    skip = set(options.skip_episodes)
+    source.remote.read_ahead(
+        source.data_file(e["episode_index"]).relative_to(source.root).as_posix()
+        for e in source.episodes
+        if e["episode_index"] not in skip
+    )
+    plan = make_plan(source, options)
+    return dataclasses.replace(plan, source=str(Path(manifest).resolve()))
