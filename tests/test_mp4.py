@@ -103,7 +103,7 @@ def test_remux_from_the_index_writes_pyavs_bytes(make_v21, tmp_path, monkeypatch
     monkeypatch.setattr(remux, "_copy_track", lambda *a: copied.append(a[0]) or real(*a))
     remux.concat_videos(inputs, tmp_path / "fast2.mp4")
     assert copied == inputs[1:]  # every input but the first (the output's template)
-    monkeypatch.setattr(remux, "_plain_track", lambda path: None)
+    monkeypatch.setattr(remux, "plain_track", lambda path: None)
     slow = remux.concat_videos(inputs, tmp_path / "slow.mp4")
     assert fast == slow
     digest = {

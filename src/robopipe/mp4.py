@@ -79,6 +79,17 @@ class Track:
         return int(ends.max()) <= self.file_size and last >= self.duration
 
 
+def plain_track(path: str | os.PathLike) -> Track | None:
+    """:func:`read_track` where it reads the file and the track is intact with a duration;
+    None for anything else (a missing, unreadable, truncated or unusual file), which the
+    caller then opens with PyAV, so that FFmpeg names what is wrong with it."""
+    try:
+        track = read_track(path)
+    except OSError:
+        return None
+    return track if track is not None and track.duration > 0 and track.intact else None
+
+
 def boxes(data, start: int = 0, end: int | None = None):
     """(type, payload start, box end) of the boxes in ``data[start:end]``, in order; stops at
     a box whose size field is impossible."""

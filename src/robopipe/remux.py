@@ -23,7 +23,7 @@ import av
 import numpy as np
 import xxhash
 
-from robopipe.mp4 import Track, read_track
+from robopipe.mp4 import Track, plain_track
 
 # Open mp4s with FFmpeg's mov/mp4 demuxer named, skipping format probing (a quarter of the
 # cost of opening a small file; LeRobot videos are always mp4).
@@ -179,7 +179,7 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
         params = None
         signature = None  # the first input's sample description and time scale, when read
         for path in inputs:
-            track = _plain_track(path)
+            track = plain_track(path)
             if track is not None and (track.parameters, track.timescale) == signature:
                 # the same stream parameters as the first input: its packets straight from
                 # the mp4 index, without opening the file with FFmpeg (a third of the cost)
@@ -199,16 +199,6 @@ def concat_videos(inputs: list[Path], output: Path) -> list[RemuxedInput]:
             )
             offset += duration
     return results
-
-
-def _plain_track(path: Path) -> Track | None:
-    """``path``'s :func:`~robopipe.mp4.read_track`, or None (then PyAV reads it, and names what
-    is wrong with it)."""
-    try:
-        track = read_track(path)
-    except OSError:
-        return None
-    return track if track is not None and track.duration > 0 and track.intact else None
 
 
 def _copy_track(path: Path, track: Track, out, out_stream, offset: int, time_base):
