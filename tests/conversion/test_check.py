@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+import robopipe.mp4
 from robopipe.conversion.check import SourceCheckError, check_source
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.serial import convert_dataset
@@ -417,6 +418,26 @@ def test_fault_is_found_and_nothing_published(fault, small_source, tmp_path, fil
     assert caught.value.report.to_json()["problems"] == report.to_json()["problems"]
     assert not out.exists()
     assert file_tree(root) == before
+
+
+VIDEO_FAULTS = [f for f, (_, _, _, file, _) in FAULTS.items() if file is _video]
+
+
+@pytest.mark.parametrize("fault", VIDEO_FAULTS)
+def test_mp4_indexes_give_pyavs_report(fault, small_source, monkeypatch):
+    """The check reads an mp4's facts from its index where an earlier mp4 of the same sample
+    entry was opened with PyAV: the report is the one PyAV alone gives, for every video fault."""
+    FAULTS[fault][0](small_source)
+    opened = []
+    real_open = av.open
+    monkeypatch.setattr(av, "open", lambda *a, **k: opened.append(a[0]) or real_open(*a, **k))
+    fast = check_source(small_source, "x", ConversionOptions(**OPTIONS), threads=1).to_json()
+    mp4s = list(small_source.glob("videos/**/*.mp4"))
+    # PyAV opened each camera's first mp4 and at most the damaged one
+    assert len(opened) <= len({p.parent for p in mp4s}) + 1 < len(mp4s)
+    monkeypatch.setattr(robopipe.mp4, "plain_track", lambda path: None)
+    slow = check_source(small_source, "x", ConversionOptions(**OPTIONS), threads=1).to_json()
+    assert fast["problems"] and fast == slow
 
 
 def test_off_timestamps_name_the_fix(small_source):
