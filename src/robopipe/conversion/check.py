@@ -611,7 +611,7 @@ class _EpisodeChecker:
         rel = self._locate(episode, path, "video file", problems, files)
         if rel is None:
             return
-        readable = str(path)
+        readable = self.source.readable(path)
         # the mp4's index where it is plain and an earlier file of the same sample entry was
         # opened with PyAV (a third of the check's time at 20,000 episodes); else PyAV
         track = plain_track(readable) if isinstance(readable, str) else None
