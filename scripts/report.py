@@ -27,6 +27,7 @@ def main(smk) -> None:
         converted=Path(inputs.converted).parents[1] if inputs.get("converted") else None,
         # written by every job of the dataset as it ends (robopipe.jobs), not rule outputs
         job_rss=sorted(Path(smk.params.logs).rglob("*.rss.json")),
+        skipped_peers=smk.params.get("skipped_peers"),
     )
 
 

@@ -19,6 +19,7 @@ from robopipe.layout import (
     REPORT_SUMMARY,
 )
 from robopipe.bench.scenarios import snakemake_pattern
+from robopipe.workflow.bench import skipped_peers
 
 # Scenario cards, {loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}_n{nodes}.svg: the
 # grammar of robopipe.bench.scenarios, the one place it is defined.
@@ -75,6 +76,13 @@ rule report_dataset:
             labels={"figure": "table per rule"},
         ),
         summary=REPORT_SUMMARY,
+        peers=report(
+            f"{REPORT_DATASET_DIR}/peers.csv",
+            caption="../report/peers.rst",
+            category="Dataloading",
+            subcategory="{dataset}",
+            labels={"figure": "robopipe against the best peer"},
+        ),
         jobs_rss=report(
             f"{REPORT_DATASET_DIR}/jobs_rss.csv",
             caption="../report/jobs_rss.rst",
@@ -89,6 +97,7 @@ rule report_dataset:
         ROBOPIPE_ENV
     params:
         logs=LOGS_DIR,
+        skipped_peers=skipped_peers(config.get("bench", {})),  # loader -> why not run
     script:
         "../../scripts/report.py"
 

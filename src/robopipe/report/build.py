@@ -9,7 +9,7 @@ import pandas as pd
 
 from robopipe.atomic import atomic_path
 from robopipe.layout import REPORT_FIGURES
-from robopipe.report import conversion, copies, dataloading, paper, scaling
+from robopipe.report import conversion, copies, dataloading, paper, peers, scaling
 from robopipe.report.tables import (
     conversion_by_rule,
     load_benchmarks,
@@ -25,6 +25,7 @@ SUMMARY = "summary.csv"
 CONVERSION = "conversion.csv"
 COPIES = "copies.csv"
 JOBS_RSS = "jobs_rss.csv"
+PEERS = "peers.csv"
 SCENARIOS = "scenarios"
 
 
@@ -39,13 +40,16 @@ def build_dataset_report(
     copy_results: Iterable[str | Path] = (),
     converted: str | Path | None = None,
     job_rss: Iterable[str | Path] = (),
+    skipped_peers: dict[str, str] | None = None,
 ) -> list[Path]:
-    """Write every figure (SVG and PNG), ``summary.csv``, ``conversion.csv``, ``copies.csv``
-    and one card per scenario under ``scenarios/`` into ``out_dir``; return the written paths.
+    """Write every figure (SVG and PNG), ``summary.csv``, ``conversion.csv``, ``copies.csv``,
+    ``peers.csv`` and one card per scenario under ``scenarios/`` into ``out_dir``; return the
+    written paths.
 
     ``copy_results`` are the training copies' ``copy.json``; ``converted`` the converted
     dataset's folder (its frames' size, for the copies table); ``job_rss`` the jobs' own
-    peak RSS files (``robopipe.jobs``), written to ``jobs_rss.csv`` and used per rule.
+    peak RSS files (``robopipe.jobs``), written to ``jobs_rss.csv`` and used per rule;
+    ``skipped_peers`` the peer loaders that did not run, with why (``peers.csv`` lists them).
 
     Every figure in :data:`FIGURES` is always written: a figure without data says why instead
     (no scenario, a single node count, lerobot not measured, ...).
@@ -94,6 +98,7 @@ def build_dataset_report(
     written.append(_write_csv(per_rule, out / CONVERSION))
     written.append(_write_csv(rss, out / JOBS_RSS))
     written.append(_write_csv(copy_table, out / COPIES))
+    written.append(_write_csv(peers.peers_table(table, skipped_peers), out / PEERS))
     return written
 
 

@@ -189,7 +189,7 @@ def scenario_card(row: pd.Series, ceiling: dict | None, stem: str | Path):
     share_ax.set_xlabel("share of the worker's time")
     share_ax.set_title("where the time goes")
 
-    facts = "\n".join(f for f in (_card_facts(row), _network_facts(row)) if f)
+    facts = "\n".join(f for f in (_card_facts(row), _network_facts(row), _peer_facts(row)) if f)
     fig.suptitle(f"{row['dataset']}: {row['scenario']}\n{facts}", fontsize=9)
     return save(fig, stem)
 
@@ -208,6 +208,19 @@ def _card_facts(row: pd.Series) -> str:
         f"device {row['device']}" + (", CPU fallback" if row["cpu_fallback"] is True else ""),
     ]
     return " | ".join(f for f in facts if f)
+
+
+def _peer_facts(row: pd.Series) -> str:
+    """Whose loader: ``robopipe``, or ``peer: <package> <version>`` and whether its items
+    equalled robopipe's."""
+    if not row.get("peer"):
+        return "robopipe"
+    version = row.get("peer_version")
+    equal = row.get("peer_items_equal")
+    checked = "not compared" if _missing(equal) else ("equal" if equal else "DIFFERENT")
+    return (
+        f"peer: {'version n/a' if _missing(version) else version} | items vs robopipe's: {checked}"
+    )
 
 
 def _network_facts(row: pd.Series) -> str | None:

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from robopipe.atomic import atomic_path
+from robopipe.bench.registry import get_loader
 from robopipe.report.tables import LOADERS
 
 FORMATS = ("svg", "png")
@@ -103,11 +104,11 @@ def headroom(ax, factor: float = 1.18) -> None:
 
 
 def loader_legend(fig: Figure, loaders, lines_ax=None) -> None:
-    """One legend entry per loader present, then the labelled lines of ``lines_ax``, below
-    the axes (outside them, so that no entry hides a bar)."""
+    """One legend entry per loader present (a peer's marked ``(peer)``), then the labelled
+    lines of ``lines_ax``, below the axes (outside them, so that no entry hides a bar)."""
     present = list(dict.fromkeys(loaders))
     handles = [plt.Rectangle((0, 0), 1, 1, color=loader_colour(lo)) for lo in present]
-    labels = list(present)
+    labels = [f"{lo} (peer)" if get_loader(lo).peer else lo for lo in present]
     if lines_ax is not None:
         line_handles, line_labels = lines_ax.get_legend_handles_labels()
         handles += line_handles

@@ -33,6 +33,10 @@ NETWORK_FIELDS = (
     "requests_per_sample",
 )
 
+# whose loader a scenario measured: the registry's peer flag, the peer's package and version,
+# and whether its items equalled robopipe's (robopipe.bench.peers.check_items)
+PEER_COLUMNS = ("peer", "peer_version", "peer_items_equal")
+
 CEILING_FIELDS = (
     "dataset",
     "camera_count",
@@ -78,7 +82,9 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     Rates are in samples/s and frames/s, latencies in ms (per sample) and s (first batch),
     memory in MB. ``workers`` and ``nodes`` are ints. The optional :data:`NETWORK_FIELDS`
     are NaN where a result lacks them (results written before they existed); ``peer`` is
-    the registry's word on the loader (someone else's, measured for comparison).
+    the registry's word on the loader (someone else's, measured for comparison),
+    ``peer_version`` its package and version, ``peer_items_equal`` whether its items equalled
+    robopipe's (``peer_check.equal``; empty where not checked).
 
     Raises:
         DatasetError: a file is unreadable, lacks a contract field, or belongs to another
@@ -108,11 +114,14 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
         for field in NETWORK_FIELDS:
             row.setdefault(field, None)
         row["peer"] = peer
+        row["peer_version"] = record.get("peer_version")
+        check = row.pop("peer_check", None)
+        row["peer_items_equal"] = None if check is None else check["equal"]
         rows.append(row)
     columns = [f for f in SCENARIO_FIELDS if f not in ("latency_ms", "decoder_cache")]
     columns += ["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"]
     columns += ["decoder_cache_hits", "decoder_cache_misses", "decoder_cache_evictions"]
-    columns += ["rank_count", "encoding", "peak_rss_total_mb", *NETWORK_FIELDS, "peer"]
+    columns += ["rank_count", "encoding", "peak_rss_total_mb", *NETWORK_FIELDS, *PEER_COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in _TEXT_COLUMNS]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
@@ -133,7 +142,7 @@ _TEXT_COLUMNS = {
     "cpu_fallback",
     "device",
     "ranks",
-    "peer",
+    *PEER_COLUMNS,
 }
 
 

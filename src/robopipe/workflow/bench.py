@@ -44,7 +44,7 @@ def skipped_peers(bench: dict) -> dict[str, str]:
     peers = peer_packages(python)
     return {
         name: NO_PEERS if not python else f"{python} has no {spec.peer_package}"
-        for name in bench["matrix"]["loader"]
+        for name in bench.get("matrix", {}).get("loader", [])
         for spec in [get_loader(name)]
         if spec.needs_lerobot_python and spec.peer_package not in peers
     }
