@@ -10,10 +10,13 @@ compare them with a loader's CPU milliseconds per sample.
 
 from __future__ import annotations
 
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
+from fsspec.implementations.local import LocalFileSystem
 from torchcodec.decoders import VideoDecoder
 
 from robopipe.formats.v30_reader import read_meta
@@ -30,9 +33,14 @@ def measure_ceiling(
     seed: int = 0,
     seek_mode: str = "approximate",
     encoding: str | None = None,
+    storage_options: dict | None = None,
 ) -> dict:
     """Decode up to ``frames`` frames per camera from each camera's first video file (or,
     for frames stored in the data files, from the whole dataset).
+
+    ``root`` is a local folder or any fsspec URL (``storage_options`` its options); a remote
+    dataset's video files are fetched into a temporary folder first, so that the figures are
+    decoding alone, not the network.
 
     Returns:
         the contract's ceiling dict: dataset, encoding (the copy measured, or None),
@@ -43,11 +51,16 @@ def measure_ceiling(
         Lift file).
     """
     torch.set_num_threads(1)
-    meta = read_meta(root, name=dataset)
+    meta = read_meta(root, name=dataset, storage_options=storage_options)
     rng = np.random.default_rng(seed)
     seq_frames = seq_s = rand_frames = rand_s = seq_cpu = rand_cpu = 0.0
+    fetched = tempfile.TemporaryDirectory(prefix="robopipe-ceiling-")
     for cam in meta.video_keys:
         path = meta.path(meta.video_file(cam, 0))
+        if not isinstance(meta.fs, LocalFileSystem):
+            local = Path(fetched.name) / f"{len(list(Path(fetched.name).iterdir()))}.mp4"
+            meta.fs.get_file(path, str(local))
+            path = str(local)
         decoder = VideoDecoder(path, seek_mode=seek_mode, num_ffmpeg_threads=1)
         n = min(frames, len(decoder))
         start, cpu = time.perf_counter(), time.process_time()
@@ -83,6 +96,7 @@ def measure_ceiling(
                 else:
                     rand_s, rand_frames = rand_s + elapsed, rand_frames + n
                     rand_cpu += cpu
+    fetched.cleanup()
     return {
         "dataset": dataset,
         "encoding": encoding,

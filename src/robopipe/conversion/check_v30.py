@@ -103,6 +103,7 @@ def check_v30(
     threads: int = 1,
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     skip_episodes: Iterable[int] = (),
+    episodes: Iterable[int] | None = None,
     previous: Mapping | None = None,
 ) -> CheckReport:
     """Check the v3.0 dataset at ``root`` completely; never raises for bad data.
@@ -119,6 +120,8 @@ def check_v30(
             1e-4 s): ``timestamp`` against ``frame_index / fps``, ``to_timestamp`` against the
             mp4's duration, episodes' timestamps against their neighbours' in the same mp4.
         skip_episodes: episodes left out; their problems become notes.
+        episodes: the episodes that are read (a dataset's ``episodes:``, as LeRobotDataset's
+            ``episodes=``); the problems of every other episode become notes. None: all.
         previous: an earlier report's JSON: files that changed since are listed as notes.
 
     Returns:
@@ -144,8 +147,15 @@ def check_v30(
         checker = _Checker(fs, base, name, tolerance_s, report)
         checker.run(max(1, threads))
         skip = set(skip_episodes)
-        report.notes += [p for p in report.problems if p.episode in skip]
-        report.problems = [p for p in report.problems if p.episode not in skip]
+        chosen = None if episodes is None else set(episodes)
+
+        def left_out(p: Problem) -> bool:
+            if p.episode is None:
+                return False
+            return p.episode in skip or (chosen is not None and p.episode not in chosen)
+
+        report.notes += [p for p in report.problems if left_out(p)]
+        report.problems = [p for p in report.problems if not left_out(p)]
         report.notes += checker.stray_files()
     if previous is not None:
         report.notes += _changes(previous.get("files", {}), report.files)

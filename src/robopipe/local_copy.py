@@ -1,0 +1,91 @@
+"""The local copy of a remote v3.0 dataset: every file of its root fetched into a folder, once,
+for the jobs that need local files (a ``local`` benchmark scenario, a training copy, a served
+``http``/``s3`` scenario, a push).
+
+The files go into a staging folder next to the copy, each file under a ``.part`` name renamed
+when complete; a killed run leaves the staging folder, and the next run fetches only what it
+lacks (a file of the remote size is kept). The copy is checked (``check_v30``) before the
+staging folder is renamed into place, so the copy exists only complete and checked.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+
+from robopipe.conversion.check import CheckReport
+from robopipe.conversion.check_v30 import check_v30
+from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import open_url
+
+
+def remote_files(url: str, storage_options: dict | None = None) -> dict[str, int]:
+    """Every file under the dataset root ``url``: ``{relative path: size in bytes}``, sorted.
+
+    Raises:
+        DatasetError: the root cannot be listed or holds no file.
+    """
+    fs, root = open_url(url, storage_options)
+    base = fs._strip_protocol(root)
+    try:
+        found = fs.find(root, detail=True)
+    except OSError as exc:
+        raise DatasetError(url, f"cannot list the dataset ({exc})") from exc
+    files = {
+        fs._strip_protocol(path)[len(base) + 1 :]: int(info["size"])
+        for path, info in found.items()
+        if info.get("type") != "directory"
+    }
+    if not files:
+        raise DatasetError(url, "no file under the dataset root")
+    return dict(sorted(files.items()))
+
+
+def make_local_copy(
+    url: str,
+    name: str,
+    dest: str | Path,
+    *,
+    storage_options: dict | None = None,
+    tolerance_s: float | None = None,
+    skip_episodes: Iterable[int] = (),
+    episodes: Iterable[int] | None = None,
+) -> CheckReport:
+    """Fetch the v3.0 dataset at ``url`` into the folder ``dest`` (which must not exist),
+    check it, and move it into place.
+
+    Args:
+        url: the dataset root (any fsspec URL); ``storage_options`` its fsspec options.
+        name: the dataset name (messages).
+        dest: the local copy's folder (what is there is replaced); its staging folder is
+            ``.<dest name>.download`` beside it.
+        tolerance_s, skip_episodes, episodes: the check's (:func:`check_v30`).
+
+    Returns:
+        The local copy's check report (ok).
+
+    Raises:
+        DatasetError: the root cannot be listed, or the local copy fails the check (the
+            staging folder is kept: the fetched files are not fetched again).
+    """
+    dest = Path(dest)
+    staging = dest.with_name(f".{dest.name}.download")
+    fs, root = open_url(url, storage_options)
+    for rel, size in remote_files(url, storage_options).items():
+        target = staging / rel
+        if target.is_file() and target.stat().st_size == size:
+            continue  # fetched by an earlier, interrupted run
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_name(target.name + ".part")
+        fs.get_file(f"{root}/{rel}", str(part))
+        os.replace(part, target)
+    check = {} if tolerance_s is None else {"tolerance_s": tolerance_s}
+    report = check_v30(staging, name, skip_episodes=skip_episodes, episodes=episodes, **check)
+    if not report.ok:
+        raise DatasetError(name, f"its local copy {staging} fails the check: {report.summary()}")
+    if dest.exists():  # the empty folders Snakemake makes for the output
+        shutil.rmtree(dest)
+    os.replace(staging, dest)
+    return report
