@@ -8,11 +8,24 @@
 #                             robomimic 0.3.0 from PyPI (parity tests and robomimic_seq_*
 #                             benchmark loaders; without its training deps, which its
 #                             SequenceDataset does not import)
+#   tools/install.sh --peers  also the peer environment .venv-lerobot (tools/lerobot_env.sh:
+#                             Python 3.12 with lerobot 0.6.1 and lerobot-lancedb 0.3.1,
+#                             pinned) for the peer loaders, the lance copy and
+#                             lerobot-lance-doctor; skipped, with a message, where no Python
+#                             3.12 is found (the run then skips the peers and says why)
+# The flags combine: tools/install.sh --test --peers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 test_extras=false
-[ "${1:-}" = "--test" ] && test_extras=true
+peers=false
+for arg in "$@"; do
+    case "$arg" in
+        --test) test_extras=true ;;
+        --peers) peers=true ;;
+        *) echo "usage: tools/install.sh [--test] [--peers]" >&2; exit 2 ;;
+    esac
+done
 
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
@@ -45,4 +58,8 @@ fi
 # pyenv puts new console scripts (snakemake) on PATH only after a rehash
 if command -v pyenv >/dev/null 2>&1; then
     pyenv rehash
+fi
+if $peers; then
+    bash tools/lerobot_env.sh || echo "tools/install.sh: no peer environment made (above);" \
+        "robopipe runs without its peers and its report says so" >&2
 fi

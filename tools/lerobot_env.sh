@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Create the opt-in lerobot 0.6.1 reference environment in .venv-lerobot/ (repo root).
-# Used only by tools/lerobot_compat.py, tools/convert_speed.py and the opt-in
-# compatibility test; robopipe itself never imports lerobot.
-# Usage: tools/lerobot_env.sh            (re-running is safe: pip skips what is installed)
+# Create the peer environment in .venv-lerobot/ (repo root): Python 3.12 with lerobot 0.6.1 and
+# lerobot-lancedb 0.3.1 (LanceDBDataset, lerobot-lance-convert, lerobot-lance-doctor), pinned.
+# robopipe runs its peer loaders, the lance copy and the doctor in it (robopipe.bench.peers:
+# the default bench.lerobot_python), as do tools/lerobot_compat.py, tools/convert_speed.py
+# and the opt-in compatibility tests; robopipe itself never imports lerobot.
+# Usage: tools/lerobot_env.sh, or tools/install.sh --peers (re-running is safe: pip skips what
+# is installed)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -37,7 +40,11 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python312" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --upgrade pip
+# lerobot-lancedb 0.3.1 needs lancedb >= 0.37.1b0 (blob v2, fetch_blob_ranges): 0.37.1 is on PyPI
 time "$venv/bin/python" -m pip install \
-    torch==2.11.0 torchvision==0.26.0 torchcodec==0.11.1 "lerobot[dataset]==0.6.1"
-"$venv/bin/python" -c 'import lerobot, torch; print("lerobot", lerobot.__version__, "torch", torch.__version__)'
+    torch==2.11.0 torchvision==0.26.0 torchcodec==0.11.1 "lerobot[dataset]==0.6.1" \
+    lerobot-lancedb==0.3.1 lancedb==0.37.1
+"$venv/bin/python" -m pip check
+"$venv/bin/python" -c 'import lerobot, lerobot_lancedb, torch; from importlib.metadata import version
+print("lerobot", lerobot.__version__, "lerobot-lancedb", version("lerobot-lancedb"), "torch", torch.__version__)'
 echo "ready: $venv/bin/python"
