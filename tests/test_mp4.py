@@ -121,3 +121,20 @@ def test_an_input_of_other_parameters_is_named_by_pyav(make_v21, tmp_path):
     with pytest.raises(remux.VideoError, match="differs from") as caught:
         remux.concat_videos(inputs, tmp_path / "out.mp4")
     assert caught.value.path == other
+
+
+def test_run_digests_from_the_index_are_pyavs(make_v21, tmp_path):
+    root = make_v21(episodes=4, cameras=1, codec="h264", fps=15)
+    output = tmp_path / "out.mp4"
+    remuxed = remux.concat_videos(sorted(root.glob("videos/**/*.mp4")), output)
+    runs = [(r.frames, r.offset_ticks) for r in remuxed]
+    short = [*runs[:-1], (runs[-1][0] - 1, runs[-1][1])]  # the last packet left over
+    for wanted in (runs, short):
+        with av.open(str(output), format="mp4") as container:
+            stream = container.streams.video[0]
+            indexed = [d.as_dict() for d in remux.run_digests(output, container, stream, wanted)]
+            demuxed = [d.as_dict() for d in remux._demuxed_runs(container, stream, wanted)]
+        assert indexed == demuxed
+    assert [d["packets"] for d in indexed[:-1]] == [n for n, _ in short]
+    assert indexed[-1]["packets"] == 1
+    assert indexed[:-2] == [r.digest for r in remuxed[:-1]]  # what the remux read

@@ -113,14 +113,23 @@ class PacketDigest:
             _TIMING.pack(packet.pts - offset, packet.dts - offset, packet.is_keyframe)
         )
 
-    def add_track(self, data, track: Track) -> None:
-        """Account for every packet of ``track`` (:func:`robopipe.mp4.read_track`), whose
-        file's bytes are ``data``: the same digests as :meth:`add` of each packet in order."""
-        self.packets += track.frames
-        for start, size in zip(track.offsets.tolist(), track.sizes.tolist(), strict=True):
-            self._payload.update(data[start : start + size])
-        timing = np.empty(track.frames, dtype=_TIMING_ROWS)
-        timing["pts"], timing["dts"], timing["key"] = track.pts, track.dts, track.keyframes
+    def add_track(
+        self, data, track: Track, start: int = 0, stop: int | None = None, *, at: int = 0,
+        offset: int = 0,
+    ) -> None:  # fmt: skip
+        """Account for packets ``start:stop`` of ``track`` (:func:`robopipe.mp4.read_track`),
+        whose bytes are in ``data`` (the file's bytes from position ``at``) and whose
+        timestamps are the input's plus ``offset`` ticks: the same digests as :meth:`add` of
+        each packet in order."""
+        stop = track.frames if stop is None else stop
+        self.packets += stop - start
+        positions = (track.offsets[start:stop] - at).tolist()
+        for pos, size in zip(positions, track.sizes[start:stop].tolist(), strict=True):
+            self._payload.update(data[pos : pos + size])
+        timing = np.empty(stop - start, dtype=_TIMING_ROWS)
+        timing["pts"] = track.pts[start:stop] - offset
+        timing["dts"] = track.dts[start:stop] - offset
+        timing["key"] = track.keyframes[start:stop]
         self._timing.update(timing.tobytes())
 
     def as_dict(self) -> dict:
@@ -280,6 +289,52 @@ def _copy_demuxed(path: Path, out, out_stream, time_base, params, offset: int):
     except (av.FFmpegError, OSError) as exc:
         raise VideoError(path, f"cannot read video: {exc}") from exc
     return digest, duration, (out_stream, time_base, params)
+
+
+def run_digests(path: Path, container, stream, runs: list[tuple[int, int]]):
+    """Digests of consecutive runs of the packets of the mp4 at ``path``, open in PyAV as
+    ``container`` with video ``stream``: for each ``(packets, offset)`` of ``runs``, the
+    :class:`PacketDigest` of the next ``packets`` packets with ``offset`` ticks taken off
+    their timestamps; then one more of the packets that follow (none in a file made of these
+    runs). From the file's index where :func:`robopipe.mp4.plain_track` reads it, reading one
+    run's bytes at a time, else demuxed by PyAV.
+
+    Yields:
+        ``len(runs) + 1`` :class:`PacketDigest` objects.
+    """
+    track = plain_track(path)
+    if track is None:
+        yield from _demuxed_runs(container, stream, runs)
+        return
+    ends = track.offsets + track.sizes
+    start = 0
+    with open(path, "rb") as f:
+        for count, offset in [*runs, (track.frames, 0)]:
+            stop = min(start + count, track.frames)
+            digest = PacketDigest()
+            if stop > start:
+                at = int(track.offsets[start:stop].min())
+                f.seek(at)
+                data = f.read(int(ends[start:stop].max()) - at)
+                digest.add_track(data, track, start, stop, at=at, offset=offset)
+            yield digest
+            start = stop
+
+
+def _demuxed_runs(container, stream, runs):
+    """:func:`run_digests` from the packets PyAV demuxes."""
+    demuxed = (p for p in container.demux(stream) if p.dts is not None)
+    for count, offset in runs:
+        digest = PacketDigest()
+        for packet in demuxed:
+            digest.add(packet, offset)
+            if digest.packets == count:
+                break
+        yield digest
+    rest = PacketDigest()
+    for packet in demuxed:
+        rest.add(packet)
+    yield rest
 
 
 def _duration_ticks(path: Path, container, stream) -> int:

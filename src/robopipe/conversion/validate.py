@@ -60,7 +60,7 @@ from robopipe.layout import (
     data_path,
     video_path,
 )
-from robopipe.remux import MP4, FrameReader, PacketDigest, StreamParams, VideoError
+from robopipe.remux import MP4, FrameReader, StreamParams, VideoError, run_digests
 
 FRAME_MODES = ("sample", "all")
 
@@ -264,14 +264,10 @@ def _check_packets(
                     f"{what} is {getattr(params, what)} but info.json declares {declared[what]}",
                     file=rel,
                 )
-        demuxed = (p for p in container.demux(stream) if p.dts is not None)
+        runs = [(r["packets"], r["offset_ticks"]) for r in records]
+        digests = run_digests(path, container, stream, runs)
         total = 0
-        for ep, record in zip(episodes, records, strict=True):
-            digest = PacketDigest()
-            for packet in demuxed:
-                digest.add(packet, record["offset_ticks"])
-                if digest.packets == record["packets"]:
-                    break
+        for ep, record, digest in zip(episodes, records, digests, strict=False):
             got = digest.as_dict()
             want = {k: record[k] for k in got}
             if got != want:
@@ -283,7 +279,7 @@ def _check_packets(
                     file=source.video_file(ep.source_episode_index, video_key),
                 )
             total += digest.packets
-        if next(demuxed, None) is not None:
+        if next(digests).packets:  # the packets after the episodes'
             raise source.error("the file holds more packets than its episodes", file=rel)
     return total
 
