@@ -5,13 +5,13 @@ every random access, one after the other, so a DataLoader worker waits a round t
 Here each process reads an mp4's index (``moov``, ``robopipe.loading.prefetch.read_mp4_index``)
 once, so the GOP of every frame (from its keyframe to the next keyframe, plus
 ``REORDER_SAMPLES`` samples where frames are stored out of presentation order) is a known
-byte range. Before a
-batch is decoded, the GOPs its frames need that no cached range holds are fetched in one
-concurrent call (``fs.cat_ranges``: every range in flight at once, so the batch waits about one
-round trip, not one per frame) into an LRU cache bounded in bytes; neighbouring frames of a
-cached GOP cost no request. Decoders read the mp4 through ``GopFile`` from that cache
-(anything else, such as ffmpeg's probing reads when a decoder opens, falls back to a counted
-1 MiB block). Decoding is unchanged, so items are identical to a local read.
+byte range. Before a batch is decoded, the GOPs its frames need that no cached range holds are
+fetched in one concurrent call (``fs.cat_ranges``: every range in flight at once, so the batch
+waits about one round trip, not one per frame; GOPs less than ``MERGE_GAP`` apart as one
+range) into an LRU cache bounded in bytes; neighbouring frames of a cached GOP cost no
+request. Decoders read the mp4 through ``GopFile`` from that cache (anything else, such as
+ffmpeg's probing reads when a decoder opens, falls back to a counted 1 MiB block). Decoding is
+unchanged, so items are identical to a local read.
 """
 
 from __future__ import annotations
@@ -23,8 +23,14 @@ import time
 from collections import OrderedDict
 
 import numpy as np
+from fsspec.utils import merge_offset_ranges
 
 from robopipe.loading.prefetch import REORDER_SAMPLES, Mp4Index, SpanFile, read_mp4_index
+
+# ffmpeg reads through a forward seek of up to its AVIO buffer (torchcodec's: 64 KiB) plus its
+# short-seek threshold (32 KiB) instead of seeking (avio_seek), so GOPs one decoder call needs
+# (a window's frames) that lie closer than this are fetched as one range, gap included
+MERGE_GAP = 1 << 17
 
 
 class RangeCache:
@@ -97,13 +103,13 @@ class RangeCache:
                 return
             self._lru[(path, start)] = len(data)
             self.held += len(data)
-            self.peak = max(self.peak, self.held)
             for key in list(self._lru):
                 if self.held <= self.max_bytes:
                     break
                 if key not in keep and key != (path, start):
                     self._drop(*key)
                     self.evictions += 1
+            self.peak = max(self.peak, self.held)
 
     def _drop(self, path: str, start: int) -> None:
         del self._ranges[path][start]
@@ -211,8 +217,9 @@ class GopCache:
 
     def fetch(self, requests: list[tuple[str, np.ndarray]]) -> None:
         """Make sure the GOPs of the frames at ``requests`` ((relative video path,
-        timestamps in the file (T,) float64 seconds)) are cached: those no held range covers
-        are fetched in one ``fs.cat_ranges`` call.
+        timestamps in the file (T,) float64 seconds)) are cached: their ranges, merged where
+        less than ``MERGE_GAP`` apart, that no held range covers are fetched in one
+        ``fs.cat_ranges`` call.
 
         Raises:
             OSError: a range came back with another length (a server that ignores Range).
@@ -227,13 +234,18 @@ class GopCache:
                 continue
             for start, end in gops.ranges(timestamps, half_frame_s):
                 needed[(path, start)] = max(end, needed.get((path, start), end))
+        if not needed:
+            return
+        merged = merge_offset_ranges(
+            [p for p, _ in needed], [s for _, s in needed], list(needed.values()), MERGE_GAP
+        )
         keep, missing = set(), []
-        for (path, start), end in needed.items():
+        for path, start, end in zip(*merged, strict=True):
             key = self.cache.covering(path, start, end)
             if key is None:
                 missing.append((path, start, end))
             keep.add(key or (path, start))
-        self.stats["gop_hits"] += len(needed) - len(missing)
+        self.stats["gop_hits"] += len(merged[0]) - len(missing)
         if not missing:
             return
         paths, starts, ends = (list(column) for column in zip(*missing, strict=True))
