@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import torch.utils.data
-
 from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
@@ -15,6 +15,7 @@ from robopipe.loading.batches import BatchBuffers, FrameBatch
 from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.gop_cache import GopCache
 from robopipe.loading.items import ItemReader
+from robopipe.loading.selection import episode_frames
 
 
 class MapDataset(torch.utils.data.Dataset):
@@ -54,12 +55,16 @@ class MapDataset(torch.utils.data.Dataset):
             ``url`` (a batch's own GOPs are kept even beyond it); 0 reads remote videos
             through fsspec's 1 MiB ``readahead`` file instead (a round trip per frame).
             Ignored for a local path.
+        episodes: the episodes read (LeRobotDataset's ``episodes=``): item ``i`` is then the
+            ``i``-th frame of those, keeping its global ``index``; None: every episode. Only
+            their frames are decoded (the low-dimensional columns are read whole).
         **item_options: ``ItemReader``'s keywords (``delta_timestamps``, ``image_dtype``,
             ``decode_device``, ``tolerance_s``, ``decoder_cache_size``, ``seek_mode``).
 
     Raises:
         DatasetError: missing or inconsistent files (``index`` column not 0..n-1).
-        ValueError: ``batch_buffers`` or ``gop_cache_mb`` < 0, or a bad item option.
+        ValueError: ``batch_buffers`` or ``gop_cache_mb`` < 0, an episode not in the dataset,
+            or a bad item option.
     """
 
     def __init__(
@@ -70,6 +75,7 @@ class MapDataset(torch.utils.data.Dataset):
         storage_options: dict | None = None,
         batch_buffers: int = 0,
         gop_cache_mb: float = 64.0,
+        episodes: Sequence[int] | None = None,
         **item_options,
     ) -> None:
         if batch_buffers < 0:
@@ -88,6 +94,7 @@ class MapDataset(torch.utils.data.Dataset):
                 self.gops.open, old.max_size, old.device, old.seek_mode, self.reader.counters
             )
         self.columns = _read_all_data(self.meta)
+        self.frames = episode_frames(self.meta, episodes)
         on_cpu = item_options.get("decode_device", "cpu") == "cpu"
         self.buffers = BatchBuffers(batch_buffers) if batch_buffers and on_cpu else None
 
@@ -97,12 +104,14 @@ class MapDataset(torch.utils.data.Dataset):
         return self.reader.counters
 
     def __len__(self) -> int:
-        return self.meta.num_frames
+        return self.meta.num_frames if self.frames is None else len(self.frames)
 
     def _locate(self, index: int) -> tuple[int, dict[str, np.ndarray], int]:
         """(episode, the episode's data rows, row of ``index`` in it)."""
         if not 0 <= index < len(self):
             raise IndexError(f"frame index {index} outside [0, {len(self)})")
+        if self.frames is not None:
+            index = int(self.frames[index])
         episode = int(self.meta.episode_of(index))
         lo = int(self.meta.episodes["dataset_from_index"][episode])
         hi = int(self.meta.episodes["dataset_to_index"][episode])

@@ -22,6 +22,7 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
 import numpy as np
 import torch.utils.data
@@ -39,6 +40,7 @@ from robopipe.loading.prefetch import (
     fetch_range,
     read_mp4_index,
 )
+from robopipe.loading.selection import selected_episodes
 
 DATA_FILES_OPEN = 4  # data parquet files held open per stream (LRU): their footers parsed
 ROWS_KEPT = 1 << 16  # data rows held per stream (LRU of row-group reads), at least 2 reads
@@ -73,6 +75,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             episode needed now; episodes whose frames are still in the shuffle buffer stay
             held whatever this bound.
         seed: base seed; the order of an epoch depends on (seed, epoch, rank, worker).
+        episodes: the episodes streamed (LeRobotDataset's ``episodes=``); None: all.
         name, storage_options, **item_options: as ``MapDataset`` (``item_options`` are
             ``ItemReader``'s keywords).
 
@@ -83,7 +86,8 @@ class StreamingDataset(torch.utils.data.IterableDataset):
     in the training loop. ``set_epoch(e)`` starts a new epoch (new order, nothing consumed).
 
     Raises:
-        ValueError: fewer episodes than ranks x workers (raised when iteration starts).
+        ValueError: fewer episodes than ranks x workers (raised when iteration starts), or an
+            episode not in the dataset.
     """
 
     def __init__(
@@ -99,6 +103,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         prefetch: bool | None = None,
         prefetch_mb: float = 64.0,
         seed: int = 0,
+        episodes: Sequence[int] | None = None,
         **item_options,
     ) -> None:
         self.reader = ItemReader.from_url(
@@ -119,6 +124,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         lengths = self.meta.episodes["length"]
         self._file_ids = [self.meta.file_ids(e) for e in range(self.meta.num_episodes)]
         self._lengths = [int(n) for n in lengths]
+        self.episode_ids = selected_episodes(self.meta, episodes)
 
     @property
     def counters(self):
@@ -127,7 +133,14 @@ class StreamingDataset(torch.utils.data.IterableDataset):
 
     def streams(self, num_workers: int) -> list[list[int]]:
         """Episodes of every (rank, worker) stream, slot = rank * num_workers + worker."""
-        return assign_episodes(self._lengths, self._file_ids, self.world_size, num_workers)
+        chosen = self.episode_ids
+        slots = assign_episodes(
+            [self._lengths[e] for e in chosen],
+            [self._file_ids[e] for e in chosen],
+            self.world_size,
+            num_workers,
+        )
+        return [[chosen[i] for i in slot] for slot in slots]
 
     def order(self, episodes: list[int], slot: int) -> np.ndarray:
         """The global frame indices one stream yields in this epoch, in order (int64)."""
