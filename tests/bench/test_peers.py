@@ -1,0 +1,163 @@
+"""Peers in the same run: the peer interpreter, the equality check against robopipe's items,
+and (with the peer environment, tools/install.sh --peers) LeRobotDataset,
+StreamingLeRobotDataset from the Hub stand-in and LanceDBDataset on the lance copy, locally and
+from moto's S3, each through the runner."""
+
+from pathlib import Path
+
+import jsonschema
+import pytest
+import torch
+
+from robopipe.bench import peers
+from robopipe.bench.runner import Settings, run_scenario
+from robopipe.conversion.serial import convert_dataset
+from robopipe.copies.lance import make_lance_copy
+from robopipe.errors import DatasetError
+from robopipe.loading import MapDataset, mode_delta_timestamps, read_meta
+from robopipe.scenario_result import scenario_schema
+from robopipe.workflow.bench import skipped_peers
+
+REPO = Path(__file__).resolve().parents[2]
+PEER_PYTHON = str(REPO / peers.DEFAULT_PEER_PYTHON)
+HAS_PEERS = "lerobot-lancedb" in peers.peer_packages(PEER_PYTHON)
+needs_peers = pytest.mark.skipif(
+    not HAS_PEERS, reason="no peer environment with lerobot-lancedb (tools/install.sh --peers)"
+)
+QUICK = Settings(batch_size=4, warmup_batches=1, steady_s=0.5, probe_samples=8)
+
+
+def test_peer_python_defaults_to_the_venv_in_the_workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert peers.peer_python({}) is None
+    assert peers.peer_python({"lerobot_python": "/x/python"}) == "/x/python"
+    venv = tmp_path / peers.DEFAULT_PEER_PYTHON
+    venv.parent.mkdir(parents=True)
+    venv.touch()
+    assert peers.peer_python({}) == peers.DEFAULT_PEER_PYTHON
+    assert peers.peer_python({"lerobot_python": None}) is None  # turned off
+
+
+def test_without_peers_the_run_says_what_it_skips(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    matrix = {"loader": ["robopipe_map", "lerobot_map", "lancedb_map"]}
+    assert skipped_peers({"matrix": matrix}) == {
+        "lerobot_map": peers.NO_PEERS,
+        "lancedb_map": peers.NO_PEERS,
+    }
+    assert peers.peer_packages(None) == {}
+    assert peers.peer_packages(str(tmp_path / "no-python")) == {}
+
+
+def test_lance_reads_moto_with_s3fs_options():
+    options = {
+        "key": "k",
+        "secret": "s",
+        "client_kwargs": {"endpoint_url": "http://127.0.0.1:9", "region_name": "eu-west-1"},
+    }
+    assert peers._lance_options(options) == {
+        "aws_endpoint": "http://127.0.0.1:9",
+        "aws_access_key_id": "k",
+        "aws_secret_access_key": "s",
+        "aws_region": "eu-west-1",
+        "allow_http": "true",
+    }
+
+
+def _items(root, mode, indices):
+    meta = read_meta(root)
+    delta = mode_delta_timestamps(mode, meta.camera_keys, meta.fps, {})
+    ds = MapDataset(root, delta_timestamps=delta)
+    return [ds[i] for i in indices], delta
+
+
+def test_check_items_finds_equal_and_different_items(v30):
+    items, delta = _items(v30, "sarm", [0, 17, 40])
+    same = peers.check_items(items, v30, delta, "uint8")
+    assert same["equal"] and same["indices"] == [0, 17, 40] and not same["mismatches"]
+    assert same["dtypes"]["observation.images.front"] == "uint8"
+    assert "observation.state_is_pad" in same["keys_compared"]
+    items[1]["observation.images.front"][0, 0, 0, 0] ^= 1
+    items[2]["observation.state"] = items[2]["observation.state"].double()
+    items[2]["extra"] = torch.zeros(1)
+    differ = peers.check_items(items, v30, delta, "uint8")
+    assert not differ["equal"] and differ["only_peer_keys"] == ["extra"]
+    found = {(m["index"], m["key"]): m["difference"] for m in differ["mismatches"]}
+    assert found[(17, "observation.images.front")].startswith("values differ, max abs diff")
+    assert found[(40, "observation.state")] == "dtype torch.float64 != torch.float32"
+
+
+@pytest.fixture(scope="module")
+def single_file(make_v21, tmp_path_factory) -> Path:
+    """6 episodes whose videos are one file per camera (StreamingLeRobotDataset of lerobot
+    0.6.1 reads a frame at ``index / fps`` in the episode's file, right only then)."""
+    source = make_v21(episodes=6, cameras=2, fps=10, min_length=12, max_length=30)
+    out = tmp_path_factory.mktemp("peers") / "one" / "v3.0"
+    convert_dataset(source, out, name="one")
+    return out
+
+
+@pytest.fixture(scope="module")
+def lance_copy(single_file) -> Path:
+    copy = single_file.parents[1] / "copies" / "lance"
+    measured = make_lance_copy(single_file, copy / "v3.0", copy / "copy.json", PEER_PYTHON)
+    assert measured["fidelity"]["lossless"] and measured["fidelity"]["files_compared"] == 2
+    assert measured["source"] == str(single_file.resolve()) and measured["encode_s"] > 0
+    assert measured["converter"] == "lerobot-lancedb 0.3.1" and measured["kind"] == "lance"
+    assert 0 < measured["frame_bytes"] < measured["bytes"] < measured["raw_bytes"]
+    return copy / "v3.0"
+
+
+def _peer_result(root, scenario, **settings):
+    chosen = Settings(**{**QUICK.__dict__, "lerobot_python": PEER_PYTHON, **settings})
+    result = run_scenario("one", root, scenario, chosen)
+    jsonschema.validate(result, scenario_schema())
+    check = result["peer_check"]
+    assert check["equal"], check["mismatches"]
+    assert len(check["indices"]) == peers.CHECK_ITEMS and check["image_dtype"] == "uint8"
+    assert check["dtypes"]["observation.images.front"] == "uint8"
+    assert not check["only_peer_keys"] and not check["only_robopipe_keys"]
+    return result
+
+
+@needs_peers
+@pytest.mark.parametrize(
+    "scenario", ["lerobot_map_local_sarm_cpu_w0_n1", "lerobot_stream_local_single_cpu_w0_n1"]
+)
+def test_lerobot_loaders_give_robopipes_items(single_file, scenario):
+    result = _peer_result(single_file, scenario)
+    assert result["peer_version"] == "lerobot 0.6.1" and result["samples"] > 0
+
+
+@needs_peers
+def test_streaming_lerobot_dataset_from_the_hub_stand_in(single_file, monkeypatch, tmp_path):
+    from hub_standin import serve_hub
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    with serve_hub({"local/one": {"v3.0": single_file, "main": single_file}}) as hub:
+        result = _peer_result(
+            single_file,
+            "lerobot_stream_hf_single_cpu_w0_n1",
+            sources={"hf": hub.url("local/one", "v3.0")},
+            storage_options={"hf": {"endpoint": hub.endpoint}},
+            latency_ms=10,
+        )
+    assert result["network_latency_ms"] == 10
+
+
+@needs_peers
+@pytest.mark.parametrize(
+    "scenario",
+    ["lancedb_map_local_sarm_elance_cpu_w0_n1", "lancedb_map_s3_single_elance_cpu_w0_n1"],
+)
+def test_lancedb_dataset_on_the_lance_copy(lance_copy, scenario):
+    result = _peer_result(lance_copy, scenario)
+    assert result["peer_version"] == "lerobot-lancedb 0.3.1" and result["encoding"] == "lance"
+
+
+@needs_peers
+def test_the_lance_copy_needs_the_peer_environment(single_file, tmp_path):
+    with pytest.raises(DatasetError, match="lerobot-lance-convert"):
+        make_lance_copy(single_file, tmp_path / "v3.0", tmp_path / "copy.json", None)
+    assert not (tmp_path / "v3.0").exists()
