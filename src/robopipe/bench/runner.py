@@ -81,6 +81,8 @@ class Settings:
             source). It needs a plain ``http://`` endpoint on 127.0.0.1 (the served ``http``
             and ``s3`` sources, or a configured ``s3`` ``endpoint_url`` / ``hf`` ``endpoint``
             such as the Hub stand-in).
+        episodes: the episodes robopipe's loaders read (a v3.0 dataset's ``episodes:`` less
+            its ``skip_episodes``, LeRobotDataset's ``episodes=``); None: all.
     """
 
     batch_size: int = 32
@@ -100,6 +102,7 @@ class Settings:
     sources: dict = field(default_factory=dict)
     storage_options: dict = field(default_factory=dict)
     latency_ms: float = 0.0
+    episodes: list[int] | None = None
 
     @classmethod
     def from_config(cls, bench: dict) -> Settings:
@@ -313,6 +316,7 @@ def _run_robopipe(
         decoder_cache_size=settings.decoder_cache_size,
         seek_mode=settings.seek_mode,
         storage_options=options,
+        episodes=settings.episodes,
     )
     stream = spec.stream
     if stream:

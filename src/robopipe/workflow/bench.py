@@ -109,6 +109,41 @@ def settings(bench: dict) -> dict:
     return {k: v for k, v in bench.items() if k not in NOT_SETTINGS}
 
 
+def reads_url(name: str, remote_source: str | None) -> bool:
+    """Whether scenario ``name`` reads a remote v3.0 dataset at its own URL: its source is
+    ``remote_source`` (the one the URL's scheme names, Datasets.remote_source; None for any
+    other dataset) and it reads no training copy. Every other scenario of such a dataset
+    reads local files: its local copy (``local``, and ``http``/``s3`` served from it on
+    127.0.0.1 where ``bench.sources`` names no URL) or a training copy."""
+    return (
+        remote_source is not None
+        and parse_scenario(name).source == remote_source
+        and scenario_encoding(name) is None
+    )
+
+
+def dataset_settings(
+    bench: dict,
+    remote_source: str | None = None,
+    url: str | None = None,
+    storage_options: dict | None = None,
+    episodes: list[int] | None = None,
+) -> dict:
+    """:func:`settings` for one dataset: for a remote v3.0 dataset, its source
+    ``remote_source`` reads ``url`` with ``storage_options`` (whatever ``bench.sources``
+    says for that source); ``episodes``: the episodes the loaders read (None: all)."""
+    chosen = settings(bench)
+    if episodes is not None:
+        chosen["episodes"] = list(episodes)
+    if remote_source is not None:
+        chosen["sources"] = {**chosen.get("sources", {}), remote_source: url}
+        chosen["storage_options"] = {
+            **chosen.get("storage_options", {}),
+            remote_source: dict(storage_options or {}),
+        }
+    return chosen
+
+
 def ceiling_options(bench: dict) -> dict:
     """The robopipe.bench.ceiling.measure_ceiling keywords the bench: section sets
     (``ceiling_frames`` as ``frames``); the function's defaults hold the rest."""

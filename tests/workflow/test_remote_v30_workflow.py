@@ -1,0 +1,145 @@
+"""A remote v3.0 dataset as a pipeline input, from config alone: served by the Hub stand-in,
+named by `url:` or `repo_id` + `revision`, checked where it is by range reads, benchmarked
+at its URL, reported; copied locally only for a `local` scenario; a fault in the served
+files stops every loader; `episodes:` leaves the other episodes out."""
+
+import contextlib
+import json
+import re
+import shutil
+
+import pyarrow.parquet as pq
+import pytest
+from hub_standin import serve_hub
+
+from robopipe.conversion.serial import convert_dataset
+
+pytestmark = pytest.mark.slow
+
+REMOTE = "robopipe_map_hf_single_cpu_w0_n1"
+LOCAL = "robopipe_map_local_single_cpu_w0_n1"
+
+
+@pytest.fixture(scope="module")
+def v30(make_v21, tmp_path_factory):
+    """A small v3.0 dataset (4 episodes, 2 cameras) written by robopipe's conversion."""
+    root = tmp_path_factory.mktemp("remote_v30") / "ds"
+    convert_dataset(make_v21(episodes=4), root, name="ds")
+    return root
+
+
+@pytest.fixture
+def hub(tmp_path):
+    """``hub(folder) -> (standin, env)``: ``folder`` as repo ``local/ds`` (branch main) of a
+    Hub stand-in, and a subprocess environment whose huggingface_hub talks to it."""
+    with contextlib.ExitStack() as stack:
+
+        def serve(folder):
+            standin = stack.enter_context(serve_hub({"local/ds": {"main": folder}}))
+            return standin, standin.client_env(tmp_path / "hf_home")
+
+        yield serve
+
+
+def _config(entry, quick_bench, sources):
+    bench = {
+        **quick_bench,
+        "matrix": {
+            "loader": ["robopipe_map"],
+            "source": sources,
+            "mode": ["single"],
+            "encoding": [None],
+            "decode": ["cpu"],
+            "workers": [0],
+            "nodes": [1],
+            "exclude": [],
+        },
+    }
+    return {"datasets": {"ds": entry}, "bench": bench}
+
+
+def test_a_hub_v30_dataset_runs_check_bench_report_where_it_is(
+    v30, hub, tmp_path, run_snakemake, quick_bench, file_tree
+):
+    standin, env = hub(v30)
+    config = _config({"repo_id": "local/ds", "revision": "main"}, quick_bench, ["hf"])
+    work = tmp_path / "work"
+    dry = run_snakemake(work, config, "check", "bench", "report", "-n", "--quiet", "rules", env=env)
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.M))
+    assert counts["source_check"] == "1" and counts["bench_scenario"] == "1", dry.stdout
+    assert "local_copy" not in counts and "fetch" not in counts and "plan" not in counts
+    info = [r for r in standin.requests if r.path.endswith("meta/info.json")]
+    assert info and all(r.method in ("GET", "HEAD") for r in standin.requests)  # version read
+
+    run_snakemake(work, config, "--cores", "2", "check", "bench", "report", env=env)
+    check = json.loads((work / "results/ds/check.json").read_text())
+    assert check["ok"] and check["episodes"] == 4
+    scenario = json.loads((work / f"results/bench/ds/{REMOTE}.json").read_text())
+    assert scenario["samples_per_s"] > 0 and scenario["source"] == "hf"
+    assert (work / "results/report/ds/summary.csv").is_file()
+    assert not (work / "results/ds/local_copy").exists()  # never copied locally
+    assert not (work / "results/ds/v3.0").exists()  # nor converted
+
+
+def test_a_local_scenario_makes_a_checked_local_copy_once(
+    v30, hub, tmp_path, run_snakemake, quick_bench, file_tree
+):
+    standin, env = hub(v30)
+    entry = {
+        "url": standin.url("local/ds", "main"),
+        "storage_options": {"endpoint": standin.endpoint},
+    }
+    config = _config(entry, quick_bench, ["local", "hf"])
+    work = tmp_path / "work"
+    run_snakemake(work, config, "--cores", "2", "bench", env=env)
+    assert file_tree(work / "results/ds/local_copy") == file_tree(v30)
+    for name in (LOCAL, REMOTE):
+        assert json.loads((work / f"results/bench/ds/{name}.json").read_text())["samples"] > 0
+    again = run_snakemake(work, config, "--cores", "2", "bench", "-n", env=env)
+    assert "local_copy" not in again.stdout  # made once
+
+
+def test_a_fault_in_the_served_dataset_stops_every_loader(
+    v30, hub, tmp_path, run_snakemake, quick_bench
+):
+    broken = tmp_path / "broken"
+    shutil.copytree(v30, broken)
+    victim = sorted(broken.glob("videos/*/chunk-000/file-000.mp4"))[0]
+    with open(victim, "r+b") as f:
+        f.truncate(victim.stat().st_size // 2)
+    standin, env = hub(broken)
+    config = _config({"repo_id": "local/ds", "revision": "main"}, quick_bench, ["hf"])
+    work = tmp_path / "work"
+    result = run_snakemake(work, config, "--cores", "2", "bench", env=env, check=False)
+    assert result.returncode != 0
+    rel = victim.relative_to(broken).as_posix()
+    assert re.search(rf"robopipe: dataset 'ds': episode \d+: file {rel}", result.stderr)
+    assert not (work / f"results/bench/ds/{REMOTE}.json").exists()
+    report = json.loads((work / "results/logs/ds/check.json").read_text())
+    assert {p["file"] for p in report["problems"]} == {rel}
+
+
+def test_episodes_leave_a_faulty_episode_out(v30, hub, tmp_path, run_snakemake, quick_bench):
+    broken = tmp_path / "broken"
+    shutil.copytree(v30, broken)
+    path = broken / "meta/episodes/chunk-000/file-000.parquet"
+    table = pq.read_table(path)
+    column = next(c for c in table.column_names if c.endswith("/to_timestamp"))
+    last = table.num_rows - 1
+    values = table.column(column).to_pylist()
+    values[last] += 100.0  # the last episode ends past its video
+    pq.write_table(table.set_column(table.column_names.index(column), column, [values]), path)
+    standin, env = hub(broken)
+    entry = {"repo_id": "local/ds", "revision": "main", "episodes": list(range(last))}
+    config = _config(entry, quick_bench, ["hf"])
+    work = tmp_path / "work"
+    run_snakemake(work, config, "--cores", "2", "bench", env=env)
+    check = json.loads((work / "results/ds/check.json").read_text())
+    assert check["ok"]
+    assert {n["episode"] for n in check["notes"] if n.get("episode") is not None} == {last}
+    scenario = json.loads((work / f"results/bench/ds/{REMOTE}.json").read_text())
+    assert scenario["samples"] > 0
+
+    entry["episodes"] = list(range(last + 1))
+    result = run_snakemake(tmp_path / "all", config, "--cores", "2", "bench", env=env, check=False)
+    assert result.returncode != 0 and f"episode {last}" in result.stdout + result.stderr
