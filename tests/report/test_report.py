@@ -200,12 +200,13 @@ def test_paper_figures_from_sequence_scenarios(tmp_path):
 def test_summary_and_figures_show_the_network(demo):
     summary = pd.read_csv(demo / "summary.csv").set_index("scenario")
     columns = ["network_latency_ms", "bytes_fetched", "requests", "bytes_per_sample"]
-    columns += ["requests_per_sample", "peer"]
+    columns += ["requests_per_sample", "network_wait_share", "peer"]
     assert set(columns) <= set(summary.columns)
     remote = summary.loc["robopipe_stream_http_single_cpu_w2_n1"]
     assert remote["network_latency_ms"] == 20
     assert remote["bytes_fetched"] == 6553600 and remote["requests"] == 960
     assert remote["bytes_per_sample"] == 10240 and remote["requests_per_sample"] == 1.5
+    assert remote["network_wait_share"] == 0.125
     # a result written before the network fields: NaN, not an error
     old = summary.loc["robopipe_map_http_single_cuda_w2_n1"]
     assert old[columns[:-1]].isna().all()
@@ -222,8 +223,9 @@ def test_summary_and_figures_show_the_network(demo):
     card = svg_text(demo / "scenarios/robopipe_stream_http_single_cpu_w2_n1.svg")
     assert "network: http | injected round trip 20 ms" in card
     assert "10.2 kB/sample | 1.50 requests/sample" in card
+    assert "12% of wall time waiting on the network" in card
     old_card = svg_text(demo / "scenarios/robopipe_map_http_single_cuda_w2_n1.svg")
-    assert "injected round trip n/a | bytes/sample n/a | requests/sample n/a" in old_card
+    assert "bytes/sample n/a | requests/sample n/a | waiting n/a" in old_card
     assert "network:" not in svg_text(demo / "scenarios/robopipe_map_local_single_cpu_w2_n1.svg")
 
 

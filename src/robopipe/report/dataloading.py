@@ -231,12 +231,14 @@ def _network_facts(row: pd.Series) -> str | None:
     if row["source"] == "local" and not measured:
         return None
     rtt = row.get("network_latency_ms")
+    wait = row.get("network_wait_share")
     byte_count, requests = per_sample
     facts = [
         f"network: {row['source']}",
         "injected round trip n/a" if _missing(rtt) else f"injected round trip {rtt:,.0f} ms",
         "bytes/sample n/a" if _missing(byte_count) else f"{_size(byte_count)}/sample",
         "requests/sample n/a" if _missing(requests) else f"{requests:,.2f} requests/sample",
+        "waiting n/a" if _missing(wait) else f"{wait:.0%} of wall time waiting on the network",
     ]
     return " | ".join(facts)
 

@@ -24,13 +24,15 @@ LOADERS = tuple(REGISTRY)  # the report's order of loaders (robopipe.bench.regis
 SEQUENCE_LOADERS = tuple(name for name, spec in REGISTRY.items() if spec.sequence)
 
 # Optional network fields of a scenario result (None/NaN in results written before them):
-# the injected round trip in ms (null for a local source) and the steady window's traffic.
+# the injected round trip in ms (null for a local source), the steady window's traffic, and
+# the share of the loader processes' wall time spent waiting on the network.
 NETWORK_FIELDS = (
     "network_latency_ms",
     "bytes_fetched",
     "requests",
     "bytes_per_sample",
     "requests_per_sample",
+    "network_wait_share",
 )
 
 # whose loader a scenario measured: the registry's peer flag, the peer's package and version,
