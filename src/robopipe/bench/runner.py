@@ -61,6 +61,9 @@ class Settings:
         shuffle_buffer: frame indices in the streaming loader's shuffle buffer.
         prefetch_mb: MB of episode bytes each streaming-loader worker fetches ahead from a
             remote source (``StreamingDataset(prefetch_mb=...)``); recorded in the result.
+        gop_cache_mb: MiB of video GOPs each map-style worker caches from a remote source
+            (``MapDataset(gop_cache_mb=...)``, 0: fsspec's readahead file); recorded in the
+            result.
         decoder_cache_size: decoders kept per process.
         seek_mode: torchcodec seek mode.
         tolerance_s: timestamp tolerance of decoded frames.
@@ -92,6 +95,7 @@ class Settings:
     probe_samples: int = 64
     shuffle_buffer: int = 1000
     prefetch_mb: float = 64.0
+    gop_cache_mb: float = 64.0
     decoder_cache_size: int = 16
     seek_mode: str = "approximate"
     tolerance_s: float = DEFAULT_TOLERANCE_S
@@ -260,6 +264,12 @@ def run_scenario(
         "ranks": [per_rank],
         "network_latency_ms": None if scenario.source == "local" else settings.latency_ms,
         "prefetch_mb": settings.prefetch_mb if spec.stream and scenario.source != "local" else None,
+        "gop_cache_mb": (
+            settings.gop_cache_mb
+            if scenario.loader == "robopipe_map" and scenario.source != "local"
+            else None
+        ),
+        "network_wait_share": measured.get("network_wait_share"),
         **_network_fields(
             measured.get("bytes_fetched"), measured.get("requests"), measured["samples"]
         ),
@@ -328,7 +338,7 @@ def _run_robopipe(
             seed=0,
         )
     else:
-        kwargs.update(batch_buffers=BATCH_BUFFERS)
+        kwargs.update(batch_buffers=BATCH_BUFFERS, gop_cache_mb=settings.gop_cache_mb)
     dataset_cls = spec.dataset_class()
     ds = dataset_cls(url, **kwargs)
     if stream:
@@ -365,7 +375,13 @@ def _run_robopipe(
         device=torch.cuda.get_device_name(0) if scenario.decode == "cuda" else "cpu",
     )
     if traffic is not None:
-        measured.update(bytes_fetched=window["bytes_fetched"], requests=window["requests"])
+        measured.update(
+            bytes_fetched=window["bytes_fetched"],
+            requests=window["requests"],
+            network_wait_share=None
+            if not (stream or kwargs["gop_cache_mb"])  # fsspec's readahead file: not counted
+            else window["wait_s"] / (measured["steady_wall_s"] * max(scenario.workers, 1)),
+        )
     return measured
 
 
