@@ -85,9 +85,16 @@ def build_shard(
                     episode=ep.source_episode_index,
                     file=source.data_file(ep.source_episode_index),
                 )
-        # uncompressed: the shard is read once, by aggregate_data, which compresses the output;
-        # one row group per episode, which aggregate_data reads one at a time
-        with pq.ParquetWriter(tmp / SHARD_DATA, schema, compression="none") as writer:
+        # uncompressed, plain-encoded, no statistics: the shard is read once, by
+        # aggregate_data, which encodes and compresses the output; one row group per
+        # episode, which aggregate_data reads one at a time
+        with pq.ParquetWriter(
+            tmp / SHARD_DATA,
+            schema,
+            compression="none",
+            use_dictionary=False,
+            write_statistics=False,
+        ) as writer:
             for table in tables:
                 if table.num_rows:
                     writer.write_table(table, row_group_size=table.num_rows)
@@ -104,7 +111,7 @@ def _episode_table(
     src_index = ep.source_episode_index
     path = source.data_file(src_index)
     try:
-        table = pq.ParquetFile(path).read()
+        table = pq.ParquetFile(path).read(use_threads=False)  # small files: no thread pool
     except Exception as exc:  # ArrowInvalid, OSError: corrupt or truncated file
         raise source.error(f"unreadable parquet: {exc}", episode=src_index, file=path) from None
     try:
