@@ -1,17 +1,21 @@
-"""Snakemake job: plan the conversion of one dataset (results/{dataset}/plan.json)."""
+"""Snakemake job: plan the conversion of one dataset (results/{dataset}/plan.json); a remote
+source is listed first into its manifest (the job's `source`), from which later jobs read it."""
 
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import make_plan
 from robopipe.formats.v21_reader import load_source
 from robopipe.jobs import logged
+from robopipe.source_cache import plan_remote
 
 with logged(snakemake, pandas=False) as log:
     options = ConversionOptions.from_config(snakemake.params.options)
-    source = load_source(
-        snakemake.params.source,
-        snakemake.wildcards.dataset,
-        template_placeholders=options.template_placeholders,
-    )
-    plan = make_plan(source, options)
+    dataset, remote = snakemake.wildcards.dataset, snakemake.params.remote
+    if remote:
+        plan = plan_remote(snakemake.params.source, dataset, options, **remote)
+    else:
+        source = load_source(
+            snakemake.params.source, dataset, template_placeholders=options.template_placeholders
+        )
+        plan = make_plan(source, options)
     plan.save(snakemake.output.plan)
     log.info("%d episodes in %d shards", len(plan.episodes), len(plan.shards))

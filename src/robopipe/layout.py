@@ -55,7 +55,10 @@ COPY_PART = COPY_STAGING + "/{part}"  # one copy_file job's output (a relative d
 COPY_PART_RESULT = COPY_PART + ".json"  # and its measurements
 # sources that a rule makes (v2.1 folders) and the robomimic stages before them
 DEMO_DIR = RESULTS_DIR + "/demo"
-HUB_DIR = RESULTS_DIR + "/hub"
+# a remote v2.1 source: its listing (the plan job writes it) and the default cache folder the
+# jobs fetch its files into (robopipe.source_cache)
+SOURCE_MANIFEST = RESULTS_DIR + "/source.sqlite"
+SOURCE_CACHE_DIR = RESULTS_DIR + "/source_cache"
 ROBOMIMIC_V21_DIR = RESULTS_DIR + "/robomimic_v21"
 ROBOMIMIC_GENERATED = RESULTS_DIR + "/robomimic/generated.hdf5"
 ROBOMIMIC_PLAN = RESULTS_DIR + "/robomimic/plan.json"

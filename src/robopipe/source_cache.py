@@ -1,5 +1,6 @@
 """A remote v2.1 source (a Hub dataset repo, or a folder at any fsspec URL) that the jobs read
-file by file: the ``plan`` job lists it once into a manifest; the plan and the check read its
+file by file: the ``plan`` job lists it once into a manifest (an SQLite file: each job looks
+up only the files it reads, whatever the dataset's size); the plan and the check read its
 metadata files, parquet footers and mp4 headers by range reads; each shard and aggregate job
 fetches only the files it reads into a cache folder.
 
@@ -21,17 +22,21 @@ expanded by each job on its own node, so a cluster's nodes each fill a cache on 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
-from collections.abc import Iterator
+import sqlite3
+import threading
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from robopipe.atomic import write_json
+from robopipe.atomic import atomic_path
 from robopipe.errors import DatasetError
 
 MANIFEST_VERSION = 1
+MANIFEST_SUFFIX = ".sqlite"
 HUB_SCHEME = "hf://datasets/"
 FOOTER_READERS = 16  # parquet footers read at once (read_ahead)
 FOOTER_AHEAD = 256  # footers read ahead of the one asked for, at most
@@ -52,14 +57,15 @@ class RemoteSource:
         url: ``hf://datasets/<repo_id>@<commit sha>`` for a Hub repo (pinned to the commit the
             revision named when it was listed), else the fsspec URL of the dataset folder.
         cache: the cache folder as configured (environment variables unexpanded).
-        files: ``{path relative to the dataset root: [size in bytes, sha256 hex or None]}``.
+        files: ``{path relative to the dataset root: [size in bytes, sha256 hex or None]}``
+            (a dict when listed, a :class:`ManifestFiles` when loaded from a manifest).
         storage_options: fsspec options of ``url`` (credentials, ``client_kwargs``).
     """
 
     name: str
     url: str
     cache: str
-    files: dict[str, list]
+    files: Mapping[str, list]
     storage_options: dict = field(default_factory=dict)
     _ahead: dict = field(default_factory=dict, repr=False, compare=False)
     _queue: Iterator | None = field(default=None, repr=False, compare=False)
@@ -78,19 +84,26 @@ class RemoteSource:
         repo_id, commit = self.url[len(HUB_SCHEME) :].rsplit("@", 1)
         return repo_id, commit
 
-    def to_json(self) -> dict:
-        return {
+    def save(self, path: str | Path) -> None:
+        """Write the manifest to ``path`` atomically: an SQLite file of two tables, ``source``
+        (``version``, ``name``, ``url``, ``cache``, ``storage_options`` as JSON) and ``files``
+        (``path``, ``size``, ``sha256``), read back by :func:`load_manifest`."""
+        header = {
             "version": MANIFEST_VERSION,
             "name": self.name,
             "url": self.url,
             "cache": self.cache,
             "storage_options": self.storage_options,
-            "files": self.files,
         }
-
-    def save(self, path: str | Path) -> None:
-        """Write the manifest (JSON) to ``path`` atomically."""
-        write_json(path, self.to_json(), indent=None)
+        with atomic_path(path) as tmp:
+            db = sqlite3.connect(tmp)
+            db.execute("CREATE TABLE source (key TEXT PRIMARY KEY, value TEXT)")
+            db.executemany("INSERT INTO source VALUES (?, ?)", _json_rows(header))
+            db.execute("CREATE TABLE files (path TEXT PRIMARY KEY, size INTEGER, sha256 TEXT)")
+            rows = ((rel, size, sha256) for rel, (size, sha256) in self.files.items())
+            db.executemany("INSERT INTO files VALUES (?, ?, ?)", rows)
+            db.commit()
+            db.close()
 
     def size(self, rel: str) -> int:
         """The listed size of ``rel`` in bytes. Raises ``FileNotFoundError`` if not listed."""
@@ -270,25 +283,56 @@ def list_remote(
     return RemoteSource(name, url, cache, files, dict(storage_options or {}))
 
 
+class ManifestFiles(Mapping):
+    """The ``files`` table of a manifest as a read-only mapping ``{path: [size, sha256]}``,
+    looked up in the SQLite file (nothing is loaded: a job's memory does not grow with the
+    dataset's file count). Safe to share between threads."""
+
+    def __init__(self, path: str | Path) -> None:
+        uri = f"{Path(path).resolve().as_uri()}?mode=ro&immutable=1"
+        self._db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        self._lock = threading.Lock()
+
+    def _query(self, sql: str, *args) -> list[tuple]:
+        with self._lock:
+            return self._db.execute(sql, args).fetchall()
+
+    def __getitem__(self, rel: str) -> list:
+        rows = self._query("SELECT size, sha256 FROM files WHERE path = ?", rel)
+        if not rows:
+            raise KeyError(rel)
+        return list(rows[0])
+
+    def __iter__(self) -> Iterator[str]:
+        return (row[0] for row in self._query("SELECT path FROM files ORDER BY path"))
+
+    def __len__(self) -> int:
+        return self._query("SELECT count(*) FROM files")[0][0]
+
+
 def load_manifest(path: str | Path) -> RemoteSource:
-    """The :class:`RemoteSource` a manifest written by :meth:`RemoteSource.save` holds.
+    """The :class:`RemoteSource` a manifest written by :meth:`RemoteSource.save` holds, its
+    files looked up in the manifest as needed (:class:`ManifestFiles`).
 
     Raises:
         ValueError: the manifest is of another version.
     """
-    import json
-
-    obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    if obj.get("version") != MANIFEST_VERSION:
-        raise ValueError(f"{path}: manifest version {obj.get('version')}, rerun the plan step")
+    files = ManifestFiles(path)
+    header = {key: json.loads(value) for key, value in files._query("SELECT * FROM source")}
+    if header.get("version") != MANIFEST_VERSION:
+        raise ValueError(f"{path}: manifest version {header.get('version')}, rerun the plan")
     return RemoteSource(
-        obj["name"], obj["url"], obj["cache"], obj["files"], obj.get("storage_options") or {}
+        header["name"], header["url"], header["cache"], files, header["storage_options"] or {}
     )
 
 
 def is_manifest(root: str | Path) -> bool:
-    """Whether a source location names a manifest (a ``.json`` file), not a folder."""
-    return str(root).endswith(".json")
+    """Whether a source location names a manifest (a ``.sqlite`` file), not a folder."""
+    return str(root).endswith(MANIFEST_SUFFIX)
+
+
+def _json_rows(header: dict) -> list[tuple[str, str]]:
+    return [(key, json.dumps(value)) for key, value in header.items()]
 
 
 def read_parquet_footer(f, size: int):

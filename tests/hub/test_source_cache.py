@@ -78,7 +78,7 @@ def test_footer_by_range_reads_equals_pyarrow(hub, v21, tmp_path):
 
 
 def test_each_file_fetched_once_by_concurrent_jobs(hub, v21, tmp_path, file_tree):
-    manifest = tmp_path / "source.json"
+    manifest = tmp_path / "source.sqlite"
     list_remote("hubds", str(tmp_path / "cache"), repo_id="local/demo", revision="v2.1").save(
         manifest
     )
@@ -123,7 +123,7 @@ def test_corrupt_download_is_an_error_and_not_cached(hub, tmp_path):
 
 def test_plan_and_check_read_metadata_only(hub, v21, tmp_path):
     options = ConversionOptions(video_file_size_in_mb=0.02)
-    manifest = tmp_path / "source.json"
+    manifest = tmp_path / "source.sqlite"
     url = "hf://datasets/local/demo@v2.1"
     plan = plan_remote(manifest, "hubds", options, url=url, cache=str(tmp_path / "cache"))
     local = make_plan(load_source(v21, "hubds"), options)
@@ -145,7 +145,7 @@ def test_check_names_a_missing_remote_file(serve, v21, tmp_path):
     shutil.copytree(v21, broken)
     (broken / "data/chunk-000/episode_000003.parquet").unlink()
     serve(broken)
-    manifest = tmp_path / "source.json"
+    manifest = tmp_path / "source.sqlite"
     list_remote("hubds", str(tmp_path / "cache"), url="hf://datasets/local/demo@v2.1").save(
         manifest
     )

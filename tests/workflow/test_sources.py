@@ -31,7 +31,7 @@ def test_kinds_and_source_folders(tmp_path):
         "robomimic",
     ]
     assert datasets.source_dir("local") == str(tmp_path)
-    assert datasets.source_dir("hub") == "results/hub/hub"
+    assert datasets.source_dir("hub") == "results/hub/source.sqlite"  # the plan job lists it
     assert datasets.source_dir("demo") == "results/demo/demo"
     assert datasets.source_dir("lift") == "results/lift/robomimic_v21"
     assert datasets.hub("hub") == ("lerobot/pusht", "v2.1")
@@ -44,6 +44,31 @@ def test_kinds_and_source_folders(tmp_path):
     assert datasets.robomimic_options("lift") == {"task": "Lift"}
     assert datasets.robomimic_options("gen") == {"codec": "h264_lossless"}
     assert datasets.meta_files("hub") == []
+
+
+def test_remote_v21_listing_and_cache():
+    datasets = Datasets(
+        config_of(
+            hub={"repo_id": "lerobot/pusht"},
+            kept={
+                "repo_id": "me/ds",
+                "revision": "v2.1",
+                "cache_dir": "$TMPDIR/robopipe/kept",
+                "keep_cache": True,
+            },
+            demo={"demo": {}},
+        )
+    )
+    assert datasets.is_remote_v21("hub") and not datasets.is_remote_v21("demo")
+    assert datasets.remote_listing("hub") == {
+        "url": "hf://datasets/lerobot/pusht@v2.1",
+        "cache": "results/hub/source_cache",
+        "storage_options": {},
+    }
+    assert datasets.remote_listing("kept")["cache"] == "$TMPDIR/robopipe/kept"
+    assert datasets.remote_listing("demo") == {}
+    assert datasets.cache_to_remove("hub") == "results/hub/source_cache"
+    assert datasets.cache_to_remove("kept") == "" and datasets.cache_to_remove("demo") == ""
 
 
 def test_options_layer_dataset_over_config():

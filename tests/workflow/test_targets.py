@@ -50,15 +50,12 @@ def test_copy_parts_follow_the_encoding(plan):
 
 
 def test_conversion_benchmarks(plan):
-    tsvs = targets.conversion_benchmarks(plan, "d", fetched=True)
-    assert "results/jobs/d/fetch/fetch.tsv" in tsvs
+    tsvs = targets.conversion_benchmarks(plan, "d")
+    assert "results/jobs/d/plan/plan.tsv" in tsvs
     assert "results/jobs/d/shard/shard-000002.tsv" in tsvs
     assert "results/jobs/d/aggregate_data/chunk-000_file-000.tsv" in tsvs
     key = plan.video_keys[0]
     assert f"results/jobs/d/aggregate_video/{key}_chunk-000_file-000.tsv" in tsvs
-    assert "results/jobs/d/fetch/fetch.tsv" not in targets.conversion_benchmarks(
-        plan, "d", fetched=False
-    )
 
 
 MATRIX = {
@@ -71,11 +68,11 @@ MATRIX = {
 }
 
 
-    # an interpreter with lerobot installed (robopipe.bench.peers.peer_packages)
-    monkeypatch.setattr(bench, "peer_packages", lambda python: {"lerobot": "0.6.1"})
 def test_scenarios_per_source_kind(monkeypatch):
     plain = bench.scenarios({"matrix": MATRIX, "lerobot_python": None}, robomimic_source=False)
     assert plain == ["robopipe_map_local_single_cpu_w2_n1", "robopipe_map_local_single_cuda_w2_n1"]
+    # an interpreter with lerobot installed (robopipe.bench.peers.peer_packages)
+    monkeypatch.setattr(bench, "peer_packages", lambda python: {"lerobot": "0.6.1"})
     with_lerobot = bench.scenarios(
         {"matrix": MATRIX, "lerobot_python": "python3"}, robomimic_source=True
     )

@@ -163,9 +163,7 @@ def report_inputs(wildcards):
         "conversion": (
             []
             if DATASETS.is_v30(name)
-            else targets.conversion_benchmarks(
-                plan_of(name), name, fetched=DATASETS.kind(name) == "repo_id"
-            )
+            else targets.conversion_benchmarks(plan_of(name), name)
         ),
         "lerobot": [lerobot] if os.path.exists(lerobot) else [],
     }

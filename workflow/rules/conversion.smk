@@ -36,6 +36,8 @@ def check_source_input(wildcards):
     params), or the folder a rule makes."""
     if DATASETS.is_local(wildcards.dataset):
         return [f"{DATASETS.source_dir(wildcards.dataset)}/{V21_INFO_PATH}"]
+    if DATASETS.is_remote_v21(wildcards.dataset):
+        return [PLAN_FILE]  # the plan job lists the source into its manifest
     return [DATASETS.source_dir(wildcards.dataset)]
 
 
@@ -48,8 +50,10 @@ def all_source_signatures(wildcards):
 
 
 def plan_source_input(wildcards):
-    """input of plan: a local source's meta files but the stats (a change replans), else
-    the folder a rule makes."""
+    """input of plan: a local source's meta files but the stats (a change replans), nothing
+    for a remote one (the job lists it), else the folder a rule makes."""
+    if DATASETS.is_remote_v21(wildcards.dataset):
+        return []
     return [
         path
         for path in DATASETS.meta_files(wildcards.dataset)
@@ -169,6 +173,7 @@ checkpoint plan:
         source=source_of,
         options=conversion_of,
         layout=parse_time_layout,
+        remote=lambda w: DATASETS.remote_listing(w.dataset),
     script:
         "../../scripts/plan.py"
 
@@ -287,6 +292,8 @@ rule validate:
         slurm_group("validate")
     conda:
         ROBOPIPE_ENV
+    params:
+        peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's
     script:
         "../../scripts/validate.py"
 
@@ -306,7 +313,8 @@ rule publish:
     log:
         LOG_FILE.format(dataset="{dataset}", step="publish"),
     params:
-        peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's
+        # a remote source's cache, removed once published (unless keep_cache: true)
+        cache=lambda w: DATASETS.cache_to_remove(w.dataset),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="publish/publish")
     group:

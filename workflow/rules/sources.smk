@@ -1,7 +1,6 @@
-# Sources that a rule makes: the generated demo dataset and Hub downloads.
+# Sources that a rule makes: the generated demo dataset.
 from robopipe.layout import (
     DEMO_DIR,
-    HUB_DIR,
     JOB_STATS_FILE,
     LOG_FILE,
 )
@@ -23,22 +22,3 @@ rule demo:
     script:
         "../../scripts/demo.py"
 
-
-rule fetch:
-    output:
-        directory(HUB_DIR),
-    log:
-        LOG_FILE.format(dataset="{dataset}", step="fetch"),
-    benchmark:
-        JOB_STATS_FILE.format(dataset="{dataset}", step="fetch/fetch")
-    group:
-        slurm_group("fetch")
-    conda:
-        ROBOPIPE_ENV
-    resources:
-        network=1,
-    params:
-        repo_id=lambda w: DATASETS.hub(w.dataset)[0],
-        revision=lambda w: DATASETS.hub(w.dataset)[1],
-    script:
-        "../../scripts/fetch.py"

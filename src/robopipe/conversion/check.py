@@ -66,6 +66,9 @@ CHECK_VERSION = 1
 # Files a v2.1 folder may hold besides the dataset (Hub repositories carry these).
 KNOWN_EXTRA_FILES = ("README.md", ".gitattributes")
 
+# Episodes of a remote source checked at once, whatever ``threads`` says.
+REMOTE_THREADS = 16
+
 # Episodes given to the thread pool at once.
 EPISODES_PER_BATCH = 256
 
@@ -204,13 +207,16 @@ def check_source(
             episodes become notes).
         previous: an earlier report's JSON (:meth:`CheckReport.to_json`): source files that
             changed, appeared or disappeared since are listed as notes.
-        threads: episodes checked at once (footer reads and mp4 opens release the GIL).
+        threads: episodes checked at once (footer reads and mp4 opens release the GIL); at
+            least :data:`REMOTE_THREADS` for a remote source.
 
     Returns:
         A :class:`CheckReport`.
     """
     options = options or ConversionOptions()
     root, remote = source_root(root, name)
+    if remote:  # range reads wait on the network, not on this job's CPUs
+        threads = max(threads, REMOTE_THREADS)
     report = CheckReport(name, remote.url if remote else str(root.resolve()), repairs_of(options))
     source = _check_metadata(root, name, report, remote)
     if source is not None:

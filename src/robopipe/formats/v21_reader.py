@@ -221,7 +221,7 @@ def declared_stream(info: dict, video_key: str) -> dict:
 
 def source_root(root: str | Path, name: str) -> tuple[Path, RemoteSource | None]:
     """The folder a v2.1 source's readers open, and its remote (or None): ``root`` itself
-    for a local folder; for the manifest of a remote source (a ``.json`` file, written by the
+    for a local folder; for the manifest of a remote source (a ``.sqlite`` file, written by the
     plan job), its cache folder, with the meta files fetched into it.
 
     Raises:

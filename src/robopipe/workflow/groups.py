@@ -16,7 +16,6 @@ from __future__ import annotations
 # is in stage "convert"
 SMALL_DATASET_STAGES = {
     "demo": "source",
-    "fetch": "source",
     "robomimic_generate": "source",
     "robomimic_plan": "source",
     "robomimic_batch": "robomimic",

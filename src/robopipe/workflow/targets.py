@@ -105,14 +105,12 @@ def copy_part_names(data_files: list[str], video_files: list[str], encoding: str
     return list(video_files if parse_encoding(encoding).in_video_files else data_files)
 
 
-def conversion_benchmarks(plan: Plan, dataset: str, fetched: bool) -> list[str]:
+def conversion_benchmarks(plan: Plan, dataset: str) -> list[str]:
     """The benchmark: TSV of every job that converts ``dataset`` (inputs of its report):
-    :data:`CONVERSION_STEPS`, fetch when the source is ``fetched`` from the Hub, every shard
-    and every final file. The demo rule's time is left out: generating the demo is not part of
-    a conversion."""
+    :data:`CONVERSION_STEPS`, every shard and every final file (a remote source's files are
+    fetched by those jobs). The demo rule's time is left out: generating the demo is not part
+    of a conversion."""
     steps = list(CONVERSION_STEPS)
-    if fetched:
-        steps.append("fetch/fetch")
     steps += [f"shard/{s.id}" for s in plan.shards]
     steps += [f"aggregate_data/chunk-{f.chunk:03d}_file-{f.file:03d}" for f in plan.data_files]
     for key, files in plan.video_files.items():

@@ -1,0 +1,99 @@
+"""What the plan and the check of a remote v2.1 source read, against the dataset's size.
+
+Serves a local v2.1 folder on the Hub stand-in (``tests/hub_standin.py``, 127.0.0.1, its
+parquets and mp4s as LFS files), then plans it as the ``plan`` job does
+(``robopipe.source_cache.plan_remote``: the listing, the meta files, each parquet's footer by
+range reads) and checks it as ``source_check`` does (range reads of the parquet columns it
+checks and of each mp4's header and last packets), and prints, from the stand-in's request
+log, the bytes each read against the dataset's bytes (meta/, data/ and videos/). Usage::
+
+    python tools/remote_plan_bytes.py ../shared/datasets/cr5_banana_plate_v21 [--no-check]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+from hub_standin import serve_hub  # noqa: E402
+
+FOLDERS = ("meta", "data", "videos")
+
+
+def body_bytes(requests) -> int:
+    """Bytes of file content the ``/resolve/`` GETs returned (a Range's length, else the
+    whole file's, which the caller adds)."""
+    total = 0
+    for r in requests:
+        if r.method == "GET" and "/resolve/" in r.path and r.range:
+            first, last = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", r.range).groups())
+            total += last + 1 - first
+    return total
+
+
+def whole_files(requests, sizes: dict[str, int]) -> int:
+    """Bytes of the files GET fetched whole (no Range)."""
+    return sum(
+        sizes[r.path.split("/resolve/", 1)[1].split("/", 1)[1]]
+        for r in requests
+        if r.method == "GET" and "/resolve/" in r.path and not r.range
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path, help="a local v2.1 dataset folder")
+    parser.add_argument("--no-check", action="store_true", help="plan only")
+    args = parser.parse_args()
+    root = args.folder.resolve()
+    sizes = {
+        p.relative_to(root).as_posix(): p.stat().st_size
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).parts[0] in FOLDERS
+    }
+    total = sum(sizes.values())
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        serve_hub({"local/ds": {"v2.1": root}}, lfs=("*.parquet", "*.mp4")) as hub,
+    ):
+        os.environ.update(hub.client_env(Path(tmp) / "hf_home"))
+        # imported after HF_ENDPOINT is set: huggingface_hub reads it on import
+        from robopipe.conversion.check import check_source
+        from robopipe.conversion.options import ConversionOptions
+        from robopipe.source_cache import plan_remote
+
+        options = ConversionOptions(restamp_timestamps=True)
+        manifest = Path(tmp) / "source.sqlite"
+        start = time.perf_counter()
+        plan = plan_remote(
+            manifest, "ds", options, url="hf://datasets/local/ds@v2.1", cache=f"{tmp}/cache"
+        )
+        seconds = time.perf_counter() - start
+        planned = hub.requests
+        read = body_bytes(planned) + whole_files(planned, sizes)
+        print(f"dataset: {total} bytes in {len(sizes)} files, {len(plan.episodes)} episodes")
+        print(
+            f"plan: {read} bytes ({100 * read / total:.3f}% of the dataset), "
+            f"{len(planned)} requests, {seconds:.2f} s"
+        )
+        if not args.no_check:
+            start = time.perf_counter()
+            report = check_source(manifest, "ds", options, threads=8)
+            seconds = time.perf_counter() - start
+            checked = hub.requests[len(planned) :]
+            read = body_bytes(checked) + whole_files(checked, sizes)
+            print(
+                f"check: {read} bytes ({100 * read / total:.3f}% of the dataset), "
+                f"{len(checked)} requests, {seconds:.2f} s, ok={report.ok}"
+            )
+
+
+if __name__ == "__main__":
+    main()
