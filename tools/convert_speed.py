@@ -10,7 +10,7 @@ shared machine hits all three:
 - lerobot: ``python -m lerobot.scripts.convert_dataset_v21_to_v30`` run as a whole process
   (interpreter start and imports included) on a writable copy of the source (it converts in
   place; copying is not timed), offline (``HF_HUB_OFFLINE=1``, ``HF_HOME`` in the work dir).
-  Peak RSS is the process's ``ru_maxrss`` from ``os.wait4``.
+  Peak RSS is the process tree's ``ru_maxrss`` from ``os.wait4``.
 - robopipe: ``python -m snakemake convert`` as a whole process, in a fresh Snakemake working
   directory, validation included (publish needs it). Each job's wall time and peak RSS come
   from Snakemake's benchmark TSVs (``results/jobs/{dataset}/{rule}/{name}.tsv``); the
@@ -40,6 +40,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -48,11 +49,40 @@ from lerobot_compat import LEROBOT_PYTHON, REPO, lerobot_convert_command, offlin
 from robopipe.atomic import write_json
 from robopipe.layout import DEFAULT_DATA_FILE_SIZE_IN_MB, DEFAULT_VIDEO_FILE_SIZE_IN_MB
 
+SAMPLE_S = 0.2  # how often ProcessWatch samples
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
-def timed_process(cmd: list[str], log: Path, env: dict | None = None, cwd: Path | None = None):
-    """Run ``cmd`` to completion; return (wall seconds, peak RSS in MB of the process itself).
-    The previous command's writes are flushed to disk first (``sync``, not timed), so that no
-    command pays for the one before it.
+
+class ProcessWatch:
+    """Samples one process's own peak RSS (``VmHWM``) and CPU seconds (``utime + stime``, not
+    its children's) every ``SAMPLE_S`` until it exits; the last sample stands."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak_rss_mb, self.cpu_s = pid, 0.0, 0.0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                status = Path(f"/proc/{self.pid}/status").read_text()
+                stat = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError):
+                return
+            if stat[0] == "Z":  # exited, not reaped yet: the counters are gone
+                return
+            hwm = next(int(line.split()[1]) for line in status.splitlines() if "VmHWM" in line)
+            self.peak_rss_mb = max(self.peak_rss_mb, hwm / 1024)
+            self.cpu_s = (int(stat[11]) + int(stat[12])) / CLOCK_TICKS  # utime, stime
+            time.sleep(SAMPLE_S)
+
+    def join(self) -> None:
+        self._thread.join()
+
+
+def measured_process(cmd: list[str], log: Path, env=None, cwd=None) -> dict:
+    """Run ``cmd`` after a ``sync``; its wall and CPU seconds (with every waited-for
+    descendant), the tree's largest peak RSS, and the process's own peak RSS and CPU seconds.
 
     Raises:
         SystemExit: the command failed (its log is named).
@@ -61,12 +91,19 @@ def timed_process(cmd: list[str], log: Path, env: dict | None = None, cwd: Path 
     with open(log, "w") as f:
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-        _, status, rusage = os.wait4(proc.pid, 0)
+        watch = ProcessWatch(proc.pid)
+        _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        sys.exit(f"{cmd[:3]} failed (exit {proc.returncode}), see {log}")
-    return wall, rusage.ru_maxrss / 1024  # ru_maxrss is in KiB on Linux
+    watch.join()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{cmd[:3]} failed, see {log}")
+    return {
+        "wall_s": round(wall, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "tree_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+        "own_peak_rss_mb": round(watch.peak_rss_mb, 1),
+        "own_cpu_s": round(watch.cpu_s, 2),
+    }
 
 
 def demo_source(work: Path, episodes: int, codec: str) -> Path:
@@ -80,8 +117,8 @@ def demo_source(work: Path, episodes: int, codec: str) -> Path:
     return root
 
 
-def run_lerobot(source: Path, work: Path, name: str) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of lerobot's converter on a copy of ``source``."""
+def run_lerobot(source: Path, work: Path, name: str) -> dict:
+    """:func:`measured_process` of lerobot's converter on a copy of ``source``."""
     root = work / "lerobot" / name
     for path in (root, root.with_name(name + "_old"), root.with_name(name + "_v30")):
         shutil.rmtree(path, ignore_errors=True)
@@ -92,7 +129,7 @@ def run_lerobot(source: Path, work: Path, name: str) -> tuple[float, float]:
     )
     hf_home = work / "hf"
     shutil.rmtree(hf_home, ignore_errors=True)  # no arrow cache left from an earlier run
-    return timed_process(cmd, work / f"{name}.lerobot.log", env=offline_env(hf_home))
+    return measured_process(cmd, work / f"{name}.lerobot.log", env=offline_env(hf_home))
 
 
 def run_copy(source: Path, work: Path, name: str) -> float:
@@ -100,9 +137,9 @@ def run_copy(source: Path, work: Path, name: str) -> float:
     target = work / "copy" / name
     shutil.rmtree(target, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
-    wall, _ = timed_process(["cp", "-r", str(source), str(target)], work / f"{name}.cp.log")
+    copied = measured_process(["cp", "-r", str(source), str(target)], work / f"{name}.cp.log")
     shutil.rmtree(target)
-    return wall
+    return copied["wall_s"]
 
 
 def run_snakemake(source: Path, work: Path, name: str, cores: int, restamp: bool) -> float:
@@ -121,8 +158,7 @@ def run_snakemake(source: Path, work: Path, name: str, cores: int, restamp: bool
     # The default config first (relative paths resolve against -d, not the repo), then ours.
     cmd += ["--configfile", str(REPO / "config" / "config.yaml"), str(config)]
     cmd += ["--cores", str(cores), "convert"]
-    wall, _ = timed_process(cmd, work / f"{name}.snakemake.log", cwd=REPO)
-    return wall
+    return measured_process(cmd, work / f"{name}.snakemake.log", cwd=REPO)["wall_s"]
 
 
 def read_benchmarks(folder: Path) -> dict[str, list[dict]]:
@@ -165,7 +201,8 @@ def measure(
     benchmarks = work / "snakemake" / "results" / "jobs" / name
     for _ in range(repeat):
         copy_wall = run_copy(source, work, name)
-        lerobot_wall, lerobot_rss = run_lerobot(source, work, name)
+        lerobot = run_lerobot(source, work, name)
+        lerobot_wall, lerobot_rss = lerobot["wall_s"], lerobot["tree_peak_rss_mb"]
         snakemake_wall = run_snakemake(source, work, name, cores, restamp)
         jobs = read_benchmarks(benchmarks)
         job_s = sum(r["s"] for rows in jobs.values() for r in rows)
