@@ -66,31 +66,31 @@ def parse_time_layout(wildcards):
     (episodes, files, shards), so that a source change that moves an episode replans."""
     if not DATASETS.is_local(wildcards.dataset):
         return ""
-    plan = plan_of(wildcards.dataset).to_json()
-    return digest([plan["episodes"], plan["shards"]])
+    return plan_of(wildcards.dataset).layout_digest()
 
 
 def shard_signatures(wildcards):
-    """params of shard: size and mtime of each parquet of the shard's episodes (a local
-    source)."""
+    """params of shard: a digest of the size and mtime of each parquet of the shard's
+    episodes (a local source); Snakemake holds every job's params for the whole run, so a
+    digest, not the per-file values."""
     name = wildcards.dataset
     if not DATASETS.is_local(name):
-        return {}
+        return ""
     source = DATASETS.local_source(name)
     episodes = plan_of(name).shard_episodes(wildcards.shard)
     paths = [str(source.data_file(e.source_episode_index)) for e in episodes]
-    return DATASETS.signatures_of(name, paths)
+    return digest(DATASETS.signatures_of(name, paths))
 
 
 def video_signatures(wildcards):
-    """params of aggregate_video: size and mtime of each source mp4 of its file (a local
-    source)."""
+    """params of aggregate_video: a digest of the size and mtime of each source mp4 of its
+    file (a local source)."""
     name = wildcards.dataset
     if not DATASETS.is_local(name):
-        return {}
+        return ""
     by_file = DATASETS.source_videos_by_file(name, wildcards.video_key)
     paths = by_file[(int(wildcards.chunk), int(wildcards.file))]
-    return DATASETS.signatures_of(name, paths)
+    return digest(DATASETS.signatures_of(name, paths))
 
 
 def data_file_shards(wildcards):

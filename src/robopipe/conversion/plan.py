@@ -23,9 +23,10 @@ enough to compute while Snakemake builds the DAG.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from robopipe.atomic import write_json
@@ -44,7 +45,7 @@ as much as 0.05 MiB. Without it 20,000 tiny episodes of 4 KB would weigh 80 MiB,
 shard's target, although the job spends most of its time on the files, not the bytes."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedEpisode:
     """One episode of the output and where it goes.
 
@@ -56,6 +57,10 @@ class PlannedEpisode:
         dataset_to_index: global index one past its last frame.
         data: ``(chunk, file)`` of the data file holding it.
         videos: camera (video key) -> ``(chunk, file)`` of the video file holding it.
+
+    Episodes of the same files share their ``data`` tuple and ``videos`` dict (never
+    mutated), and there are no per-instance dicts (slots): a plan of 76,000 episodes is
+    held by every job and by Snakemake.
     """
 
     episode_index: int
@@ -149,6 +154,19 @@ class Plan:
             paths += [video_path(key, f.chunk, f.file) for f in files]
         return paths
 
+    def layout_digest(self) -> str:
+        """SHA-256 hex digest of what the plan decided: each episode's indices, rows and files,
+        and the shards. Computed an episode at a time (no :meth:`to_json` of every episode),
+        for a short Snakemake param that changes when the layout does."""
+        digest = hashlib.sha256()
+        for e in self.episodes:
+            fields = [e.episode_index, e.source_episode_index, e.length, e.dataset_from_index]
+            fields += [e.data, sorted(e.videos.items())]
+            digest.update(json.dumps(fields).encode())
+        for s in self.shards:
+            digest.update(json.dumps([s.id, s.first, s.stop]).encode())
+        return digest.hexdigest()
+
     def to_json(self) -> dict:
         """A JSON-ready dict; :meth:`from_json` reads it back."""
         return {
@@ -161,7 +179,7 @@ class Plan:
             "total_frames": self.total_frames,
             "episodes": [
                 {
-                    **vars(e),
+                    **{f.name: getattr(e, f.name) for f in fields(PlannedEpisode)},
                     "data": list(e.data),
                     "videos": {k: list(v) for k, v in e.videos.items()},
                 }
@@ -181,6 +199,7 @@ class Plan:
             raise ValueError(
                 f"plan version {obj.get('version')} is not {PLAN_VERSION}: rerun the plan step"
             )
+        shared: dict = {}
         return cls(
             dataset=obj["dataset"],
             source=obj["source"],
@@ -192,8 +211,10 @@ class Plan:
                 PlannedEpisode(
                     **{
                         **e,
-                        "data": tuple(e["data"]),
-                        "videos": {k: tuple(v) for k, v in e["videos"].items()},
+                        "data": _shared(shared, tuple(e["data"])),
+                        "videos": _shared_videos(
+                            shared, {k: tuple(v) for k, v in e["videos"].items()}
+                        ),
                     }
                 )
                 for e in obj["episodes"]
@@ -221,6 +242,17 @@ def load_plan(path: str | Path) -> Plan:
         ValueError: the file holds a plan of another version.
     """
     return Plan.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
+
+
+def _shared(cache: dict, value):
+    """``value``, or the equal value met before (``cache``): one object for many episodes."""
+    return cache.setdefault(value, value)
+
+
+def _shared_videos(cache: dict, videos: dict[str, tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    """``videos``, or the equal mapping met before (``cache``), its tuples shared too."""
+    key = ("videos", *((k, _shared(cache, v)) for k, v in videos.items()))
+    return cache.setdefault(key, dict(key[1:]))
 
 
 def _file_json(f: PlannedFile) -> dict:
@@ -281,7 +313,7 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
         key: assign_files(sizes, options.video_file_size_in_mb, options.chunks_size)
         for key, sizes in video_sizes.items()
     }
-    episodes, start = [], 0
+    episodes, start, shared = [], 0, {}
     for new_index, (src_index, length) in enumerate(zip(kept, lengths, strict=True)):
         episodes.append(
             PlannedEpisode(
@@ -291,7 +323,9 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
                 dataset_from_index=start,
                 dataset_to_index=start + length,
                 data=data_files[new_index],
-                videos={key: files[new_index] for key, files in video_files.items()},
+                videos=_shared_videos(
+                    shared, {key: files[new_index] for key, files in video_files.items()}
+                ),
             )
         )
         start += length
