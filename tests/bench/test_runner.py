@@ -24,6 +24,7 @@ LEROBOT_PYTHON = REPO / ".venv-lerobot/bin/python"
     [
         "robopipe_map_local_single_cpu_w0_n1",
         "robopipe_map_local_sarm_cpu_w1_n1",
+        "robopipe_map_http_single_cpu_w1_n1",
         "robopipe_stream_http_single_cpu_w2_n1",
         "robopipe_stream_s3_single_cpu_w0_n1",
     ],
@@ -36,6 +37,10 @@ def test_scenario_result_follows_schema(v30, tmp_path, scenario):
     assert result["frames"] == result["samples"] * frames_per_sample
     assert result["decoder_cache"]["misses"] >= 2
     assert result["fetch_share"] + result["decode_share"] == pytest.approx(1)
+    remote = "_local_" not in scenario
+    share = result["network_wait_share"]
+    assert (share is not None) == remote and (share is None or 0 <= share < 1)
+    assert result["gop_cache_mb"] == (64 if remote and "_map_" in scenario else None)
     write_scenario_result(result, tmp_path / "r.json", tmp_path / "r.csv")
     header, row = (tmp_path / "r.csv").read_text().splitlines()
     assert "latency_ms_p99" in header.split(",") and len(header.split(",")) == len(row.split(","))
