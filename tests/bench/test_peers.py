@@ -161,3 +161,28 @@ def test_the_lance_copy_needs_the_peer_environment(single_file, tmp_path):
     with pytest.raises(DatasetError, match="lerobot-lance-convert"):
         make_lance_copy(single_file, tmp_path / "v3.0", tmp_path / "copy.json", None)
     assert not (tmp_path / "v3.0").exists()
+
+
+def test_the_workflow_pairs_the_lance_copy_with_its_loader_only(monkeypatch):
+    from robopipe.workflow import bench
+
+    monkeypatch.setattr(bench, "peer_packages", lambda python: {"lerobot-lancedb": "0.3.1"})
+    matrix = {
+        "loader": ["robopipe_map", "lancedb_map"],
+        "source": ["local"],
+        "mode": ["single"],
+        "encoding": [None, "lance"],
+        "decode": ["cpu"],
+        "workers": [2],
+        "nodes": [1],
+    }
+    names = bench.scenarios({"matrix": matrix, "lerobot_python": "python3"}, False)
+    assert names == [
+        "lancedb_map_local_single_elance_cpu_w2_n1",
+        "robopipe_map_local_single_cpu_w2_n1",
+    ]
+    # no decode ceiling of the lance copy: its mp4s are the dataset's own
+    assert bench.ceilings("d", names) == ["results/bench/d/ceiling.json"]
+    assert bench.scenario_dataset("d", names[0], "x") == (
+        "results/d/copies/lance/v3.0/meta/info.json"
+    )

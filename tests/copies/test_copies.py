@@ -132,7 +132,7 @@ def test_an_undecodable_stored_frame_names_its_episode_frame_and_file(v30, tmp_p
 @pytest.mark.parametrize(
     "name, error",
     [("original_224", "cannot resize"), ("jpeg0", "quality"), ("webp", "bad encoding"),
-     ("h264g2_0", "positive")],
+     ("h264g2_0", "positive"), ("lance_224", "no size")],
 )  # fmt: skip
 def test_bad_encodings(name, error):
     with pytest.raises(ValueError, match=error):
@@ -150,6 +150,17 @@ def test_encoding_names():
     )
     assert parse_encoding("av1fast_240x320").size == (240, 320)
     assert parse_encoding("hevc").in_video_files
+    assert parse_encoding("lance").kind == "lance"
+
+
+def test_the_lance_copy_is_one_job_not_one_per_file():
+    import re
+
+    from robopipe.copies.encodings import ENCODING_PATTERN, FILE_ENCODING_PATTERN
+
+    assert re.fullmatch(ENCODING_PATTERN, "lance")
+    assert not re.fullmatch(FILE_ENCODING_PATTERN, "lance")
+    assert re.fullmatch(FILE_ENCODING_PATTERN, "jpeg90_224")
 
 
 def test_fidelity_metrics():
