@@ -98,7 +98,7 @@ def run_peer(scenario, spec, root: Path, url: str, options: dict | None, setting
             "root": str(root.resolve()),
             "url": str(root.resolve()) if scenario.source == "local" else url,
             "storage_options": _lance_options(options) if scenario.source == "s3" else None,
-            "revision": url.partition("@")[2] or None,
+            "revision": url.partition("@")[2] or None if scenario.source == "hf" else None,
             "dataset": spec.dataset,
             "stream": spec.stream,
             "delta_timestamps": delta,
@@ -118,7 +118,8 @@ def run_peer(scenario, spec, root: Path, url: str, options: dict | None, setting
         env = {**os.environ, "HF_HOME": str(Path(tmp) / "hf"), "HF_HUB_DISABLE_XET": "1"}
         env.pop("PYTHONPATH", None)
         if scenario.source == "hf":
-            env["HF_ENDPOINT"] = (options or {}).get("endpoint") or env.get("HF_ENDPOINT", "")
+            if endpoint := (options or {}).get("endpoint"):
+                env["HF_ENDPOINT"] = endpoint
         else:
             env["HF_HUB_OFFLINE"] = "1"
         done = subprocess.run(
