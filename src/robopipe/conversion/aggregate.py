@@ -42,7 +42,8 @@ def aggregate_data(shard_dirs: list[Path], output: Path) -> None:
                 elif not shard.schema_arrow.equals(writer.schema):
                     raise ValueError(f"{shard_dir}: columns differ from the first shard's")
                 for group in range(shard.num_row_groups):
-                    for episode in episode_slices(shard.read_row_group(group)):
+                    rows = shard.read_row_group(group, use_threads=False)  # one small episode
+                    for episode in episode_slices(rows):
                         writer.write_table(episode, row_group_size=episode.num_rows)
         finally:
             if writer is not None:

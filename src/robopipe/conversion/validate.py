@@ -133,7 +133,7 @@ def episode_rows(parquet: pq.ParquetFile, lengths: list[int]) -> Iterator[pa.Tab
             group = next(groups, None)
             if group is None:
                 raise ValueError(f"{held} rows left for an episode of {length}")
-            table = parquet.read_row_group(group)
+            table = parquet.read_row_group(group, use_threads=False)  # small: no thread pool
             pending.append(table)
             held += table.num_rows
         rows = pending[0] if len(pending) == 1 else pa.concat_tables(pending)
