@@ -14,10 +14,11 @@ from robopipe.conversion.meta import _SourceStats, _tables, write_episodes
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import make_plan
 from robopipe.conversion.serial import convert_dataset
+from robopipe.conversion.shard import build_shard
 from robopipe.conversion.validate import validate, validate_data_file, validate_video_file
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
-from robopipe.layout import V21_EPISODES_STATS_PATH, data_path, video_path
+from robopipe.layout import SHARD_STATS, V21_EPISODES_STATS_PATH, data_path, video_path
 
 
 @pytest.fixture(scope="module")
@@ -294,3 +295,19 @@ def test_the_whole_dataset_check_looks_frames_up_as_a_loader_does(make_v21, tmp_
     with pytest.raises(DatasetError, match="info.json declares") as caught:
         validate(source, plan, out, reports)
     assert caught.value.episode == 0
+
+
+def test_shards_compute_only_the_stats_the_source_lacks(make_v21, tmp_path):
+    source_dir = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=4, min_length=10, max_length=12), source_dir)
+    stats_file = source_dir / V21_EPISODES_STATS_PATH
+    lines = stats_file.read_text().splitlines(keepends=True)
+    stats_file.write_text("".join(line for i, line in enumerate(lines) if i != 2))
+    source = load_source(source_dir, "demo")
+    plan = make_plan(source, ConversionOptions(compute_missing_stats=True, episodes_per_shard=2))
+    computed = {}
+    for shard in plan.shards:
+        build_shard(source, plan, shard.id, tmp_path / shard.id)
+        computed.update(json.loads((tmp_path / shard.id / SHARD_STATS).read_text()))
+    assert list(computed) == ["2"]
+    assert computed["2"]["action"]["count"] == [plan.episodes[2].length]

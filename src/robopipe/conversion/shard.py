@@ -65,6 +65,10 @@ def build_shard(
             for ep in episodes
         ]
         if repairs.get("compute_missing_stats"):
+            # which episodes have stats, a line at a time: not every episode's stats
+            from robopipe.conversion.check import _stats_episodes
+
+            have = _stats_episodes(source)
             computed = {
                 ep.source_episode_index: episode_stats_from_files(
                     table,
@@ -73,7 +77,7 @@ def build_shard(
                     {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys},
                 )
                 for ep, table in zip(episodes, tables, strict=True)
-                if ep.source_episode_index not in source.available_stats
+                if ep.source_episode_index not in have
             }
             write_json(tmp / SHARD_STATS, computed, indent=None)
         schema = tables[0].schema
