@@ -4,8 +4,10 @@ up only the files it reads, whatever the dataset's size); the plan and the check
 metadata files, parquet footers and mp4 headers by range reads; each shard and aggregate job
 fetches only the files it reads into a cache folder.
 
-The cache mirrors the dataset's layout (``<cache>/meta/info.json``, ``<cache>/data/...``), so a
-cached source is a v2.1 folder to every reader. One file lock per file (``filelock``, which
+The cache mirrors the dataset's layout under a folder named by a digest of the URL (pinned to
+a commit for the Hub): ``<cache>/<key>/meta/info.json``, ``<cache>/<key>/data/...``; so a cached
+source is a v2.1 folder to every reader. (A file changed in place at a non-Hub URL, keeping its
+size, is not noticed: remove the cache.) One file lock per file (``filelock``, which
 huggingface_hub uses too) makes the jobs of one node fetch each file once: a job that finds a
 file complete in the cache reads it from there. Downloads are resumable and verified: a file is
 read in blocks of :data:`DOWNLOAD_BLOCK` (range requests, through the same fsspec buffered
@@ -73,8 +75,11 @@ class RemoteSource:
 
     @property
     def root(self) -> Path:
-        """The cache folder on this node (environment variables expanded)."""
-        return Path(os.path.expandvars(self.cache))
+        """Where this listing's files are cached on this node: a folder of the cache
+        (environment variables expanded) named by a digest of :attr:`url`, so that a Hub
+        revision that moved to another commit never reads a file cached from the old one."""
+        key = hashlib.sha256(self.url.encode()).hexdigest()[:16]
+        return Path(os.path.expandvars(self.cache)) / key
 
     @property
     def hub_repo(self) -> tuple[str, str] | None:
