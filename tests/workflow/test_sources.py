@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 
+from robopipe.formats.v21_reader import load_source
 from robopipe.layout import V21_EPISODES_STATS_PATH, V21_INFO_PATH
 from robopipe.workflow.sources import Datasets, UnplannableSource, digest
 
@@ -92,14 +93,23 @@ def test_local_plan_signatures_and_videos(make_v21):
     assert len(plan.episodes) == 5
     assert [len(plan.shard_episodes(s.id)) for s in plan.shards] == [2, 2, 1]
     assert datasets.local_plan("d") is plan  # cached
-    signatures = datasets.signatures("d")
     size = (root / V21_INFO_PATH).stat().st_size
-    assert signatures[V21_INFO_PATH][0] == size
+    info = str(root / V21_INFO_PATH)
+    assert datasets.signatures_of("d", [info])[V21_INFO_PATH][0] == size
     assert f"{root}/{V21_EPISODES_STATS_PATH}" in datasets.meta_files("d")
-    by_file = datasets.source_videos_by_file("d", plan.video_keys[0])
-    assert sum(len(paths) for paths in by_file.values()) == 5
+    key = plan.video_keys[0]
+    files = datasets.video_file_episodes("d", key)
+    videos = [
+        path for chunk, file in files for path in datasets.source_videos("d", key, chunk, file)
+    ]
+    assert videos == [str(load_source(root, "d").video_file(i, key)) for i in range(5)]
     missing = str(root / "nothing.parquet")
     assert datasets.signatures_of("d", [missing]) == {"nothing.parquet": None}
+    # the digest of every file's signature, computed a file at a time
+    every = {}
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        every.update(datasets.signatures_of("d", [str(path)]))
+    assert datasets.source_digest("d") == digest(every)
 
 
 def test_unplannable_source_names_every_problem(make_v21, tmp_path):

@@ -46,7 +46,7 @@ def all_source_signatures(wildcards):
     source."""
     if not DATASETS.is_local(wildcards.dataset):
         return ""
-    return digest(DATASETS.signatures(wildcards.dataset))
+    return DATASETS.source_digest(wildcards.dataset)
 
 
 def plan_source_input(wildcards):
@@ -88,9 +88,8 @@ def video_signatures(wildcards):
     name = wildcards.dataset
     if not DATASETS.is_local(name):
         return ""
-    by_file = DATASETS.source_videos_by_file(name, wildcards.video_key)
-    paths = by_file[(int(wildcards.chunk), int(wildcards.file))]
-    return digest(DATASETS.signatures_of(name, paths))
+    key, chunk, file = wildcards.video_key, int(wildcards.chunk), int(wildcards.file)
+    return digest(DATASETS.signatures_of(name, DATASETS.source_videos(name, key, chunk, file)))
 
 
 def data_file_shards(wildcards):

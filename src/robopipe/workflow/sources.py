@@ -66,8 +66,9 @@ class Datasets:
         config: the whole Snakemake config; ``config["datasets"]`` maps each dataset name to
             its entry, and ``config.get("conversion")`` holds the conversion defaults.
 
-    Local sources are read once per run: metadata, parse-time plan and file signatures are
-    cached on the instance.
+    Local sources are read once per run: metadata and parse-time plan are cached on the
+    instance; file signatures are read when a job's params ask for them, so that no table
+    of every file is held (Snakemake holds this object for the whole run).
     """
 
     def __init__(self, config: dict):
@@ -76,8 +77,7 @@ class Datasets:
         # per instance, not per class: functools.cache on methods would outlive the config
         self.local_source = functools.cache(self._local_source)
         self.local_plan = functools.cache(self._local_plan)
-        self.signatures = functools.cache(self._signatures)
-        self.source_videos_by_file = functools.cache(self._source_videos_by_file)
+        self.video_file_episodes = functools.cache(self._video_file_episodes)
         self.local_info = functools.cache(self._local_info)
         self.v30_files = functools.cache(self._v30_files)
 
@@ -219,47 +219,72 @@ class Datasets:
                 [f"robopipe: {exc}", "robopipe: run `snakemake check` for every problem"]
             ) from exc
 
-    def _source_videos_by_file(self, name: str, key: str) -> dict[tuple[int, int], list[str]]:
-        """A local source's mp4s of camera ``key``, by the ``(chunk, file)`` of the output
-        video file its parse-time plan puts them in (built once per camera: a job's lookup
-        does not scan every episode).
+    def _video_file_episodes(self, name: str, key: str) -> dict[tuple[int, int], range]:
+        """Where camera ``key``'s output video files are in a local source's parse-time plan:
+        ``(chunk, file)`` -> the positions of their episodes in ``plan.episodes`` (a file
+        holds consecutive episodes). Built once per camera, one range per file, so that a
+        job's lookup (:meth:`source_videos`) does not scan every episode.
 
         Raises:
             UnplannableSource: as :meth:`local_plan`.
         """
-        source = self.local_source(name)
-        by_file: dict[tuple[int, int], list[str]] = {}
-        for e in self.local_plan(name).episodes:
-            path = str(source.video_file(e.source_episode_index, key))
-            by_file.setdefault(e.videos[key], []).append(path)
-        return by_file
+        ranges: dict[tuple[int, int], range] = {}
+        for i, e in enumerate(self.local_plan(name).episodes):
+            first = ranges[e.videos[key]].start if e.videos[key] in ranges else i
+            ranges[e.videos[key]] = range(first, i + 1)
+        return ranges
 
-    def _signatures(self, name: str) -> dict[str, list[int]]:
-        """Every file of a local source: ``{relative path: [size in bytes, mtime_ns]}``, so
-        that a changed, added or removed file reruns the jobs that read it."""
+    def source_videos(self, name: str, key: str, chunk: int, file: int) -> list[str]:
+        """A local source's mp4s of camera ``key`` that its parse-time plan puts in output
+        video file ``(chunk, file)``, in order.
+
+        Raises:
+            KeyError: the plan has no such video file.
+            UnplannableSource: as :meth:`local_plan`.
+        """
+        source = self.local_source(name)
+        episodes = self.local_plan(name).episodes
+        positions = self.video_file_episodes(name, key)[(chunk, file)]
+        return [str(source.video_file(episodes[i].source_episode_index, key)) for i in positions]
+
+    def source_digest(self, name: str) -> str:
+        """:func:`digest` of every file of a local source as ``{relative path: [size in
+        bytes, mtime_ns]}``, so that a changed, added or removed file changes it; hashed a
+        file at a time in sorted order (the same value, without a table of every file)."""
         root = self.source_dir(name)
-        files = {}
-        for folder, _dirs, file_names in os.walk(root):
-            for file_name in file_names:
-                path = os.path.join(folder, file_name)
-                stat = os.stat(path)
-                files[os.path.relpath(path, root)] = [stat.st_size, stat.st_mtime_ns]
-        return files
+        relative = sorted(
+            os.path.relpath(os.path.join(folder, file_name), root)
+            for folder, _dirs, file_names in os.walk(root)
+            for file_name in file_names
+        )
+        hashed = hashlib.sha256(b"{")
+        for i, rel in enumerate(relative):
+            stat = os.stat(os.path.join(root, rel))
+            entry = f"{json.dumps(rel)}: {json.dumps([stat.st_size, stat.st_mtime_ns])}"
+            hashed.update(((", " if i else "") + entry).encode())
+        hashed.update(b"}")
+        return hashed.hexdigest()
 
     def signatures_of(self, name: str, paths: list[str]) -> dict[str, list[int] | None]:
-        """The signatures of ``paths`` (inside the local source), by relative path; None for a
-        file that did not exist when the source was scanned."""
+        """``[size in bytes, mtime_ns]`` of each of ``paths`` (inside the local source), by
+        relative path; None for a file that does not exist."""
         root = self.source_dir(name)
-        signatures = self.signatures(name)
-        return {rel: signatures.get(rel) for rel in (os.path.relpath(p, root) for p in paths)}
+        signatures = {}
+        for rel in (os.path.relpath(p, root) for p in paths):
+            try:
+                stat = os.stat(os.path.join(root, rel))
+            except FileNotFoundError:
+                signatures[rel] = None
+            else:
+                signatures[rel] = [stat.st_size, stat.st_mtime_ns]
+        return signatures
 
     def meta_files(self, name: str) -> list[str]:
         """The v2.1 meta files of a local source that exist (none for other sources)."""
         if not self.is_local(name):
             return []
-        signatures = self.signatures(name)
         root = self.source_dir(name)
-        return [f"{root}/{rel}" for rel in V21_META_FILES if rel in signatures]
+        return [f"{root}/{rel}" for rel in V21_META_FILES if os.path.isfile(f"{root}/{rel}")]
 
     def configured_episodes(self, name: str) -> int | None:
         """The episode count the config or a v3.0 source's info.json tells, else None (a
