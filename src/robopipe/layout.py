@@ -59,6 +59,8 @@ DEMO_DIR = RESULTS_DIR + "/demo"
 # jobs fetch its files into (robopipe.source_cache)
 SOURCE_MANIFEST = RESULTS_DIR + "/source.sqlite"
 SOURCE_CACHE_DIR = RESULTS_DIR + "/source_cache"
+# the local copy of a remote v3.0 dataset, made only where a job needs local files
+LOCAL_COPY_DIR = RESULTS_DIR + "/local_copy"
 ROBOMIMIC_V21_DIR = RESULTS_DIR + "/robomimic_v21"
 ROBOMIMIC_GENERATED = RESULTS_DIR + "/robomimic/generated.hdf5"
 ROBOMIMIC_PLAN = RESULTS_DIR + "/robomimic/plan.json"

@@ -11,6 +11,7 @@ from snakemake.utils import validate
 
 from robopipe.config_check import config_problems
 from robopipe.conversion.plan import load_plan
+from robopipe.errors import DatasetError
 from robopipe.layout import (
     BENCH_RESULT,
     COPY_FILE,
@@ -50,6 +51,22 @@ check_config()
 if not config.get("datasets"):
     config["datasets"] = config.get("default_datasets", {})
 DATASETS = Datasets(config)
+
+
+def check_sources():
+    """Stop on a remote source whose version cannot be read, one `robopipe: ...` line each
+    (a remote source reads its info.json here, once)."""
+    problems = []
+    for name in DATASETS.names():
+        try:
+            DATASETS.is_v30(name)
+        except DatasetError as exc:
+            problems.append(f"robopipe: {exc}")
+    if problems:
+        stop(problems)
+
+
+check_sources()
 
 # Every script rule's conda environment (`--sdm conda`), relative to workflow/rules/.
 ROBOPIPE_ENV = "../../envs/robopipe.yaml"
@@ -159,7 +176,12 @@ def report_inputs(wildcards):
             COPY_FILE.format(dataset=name, encoding=e)
             for e in bench_jobs.encodings(scenarios)
         ],
-        "converted": DATASETS.dataset_info(name),
+        # a remote v3.0 dataset's mp4 sizes come from its local copy, made only for copies
+        "converted": (
+            []
+            if DATASETS.is_remote_v30(name) and not bench_jobs.encodings(scenarios)
+            else DATASETS.dataset_info(name)
+        ),
         "conversion": (
             []
             if DATASETS.is_v30(name)

@@ -33,12 +33,23 @@ def conversion_of(wildcards):
 
 def check_source_input(wildcards):
     """input of source_check: a local source's info.json (its other files are in the
-    params), or the folder a rule makes."""
+    params), nothing for a remote v3.0 dataset (checked where it is), or the folder a rule
+    makes."""
     if DATASETS.is_local(wildcards.dataset):
         return [f"{DATASETS.source_dir(wildcards.dataset)}/{V21_INFO_PATH}"]
+    if DATASETS.is_remote_v30(wildcards.dataset):
+        return []
     if DATASETS.is_remote_v21(wildcards.dataset):
         return [PLAN_FILE]  # the plan job lists the source into its manifest
     return [DATASETS.source_dir(wildcards.dataset)]
+
+
+def check_location(wildcards):
+    """params of source_check: where the dataset is checked (a remote v3.0 dataset's URL,
+    else its folder)."""
+    if DATASETS.is_v30(wildcards.dataset):
+        return DATASETS.read_location(wildcards.dataset)
+    return DATASETS.source_dir(wildcards.dataset)
 
 
 def all_source_signatures(wildcards):
@@ -147,10 +158,12 @@ rule source_check:
     # leaves the other cores to the plan and shard jobs.
     threads: 1
     params:
-        source=source_of,
+        source=check_location,
         options=conversion_of,
         files=all_source_signatures,
         v30=lambda w: DATASETS.is_v30(w.dataset),
+        storage_options=lambda w: DATASETS.storage_options(w.dataset),
+        episodes=lambda w: DATASETS.episodes(w.dataset) if DATASETS.is_v30(w.dataset) else None,
     script:
         "../../scripts/check.py"
 

@@ -1,7 +1,12 @@
-# Sources that a rule makes: the generated demo dataset.
+# Sources that a rule makes: the generated demo dataset and the local copy of
+# a remote v3.0 dataset (made only where a job needs local files: a `local` scenario, a
+# training copy, a served http/s3 scenario, a push).
 from robopipe.layout import (
+    CHECK_FILE,
     DEMO_DIR,
+    INFO_PATH,
     JOB_STATS_FILE,
+    LOCAL_COPY_DIR,
     LOG_FILE,
 )
 
@@ -22,3 +27,27 @@ rule demo:
     script:
         "../../scripts/demo.py"
 
+
+rule local_copy:
+    input:
+        # the remote dataset passed its check first
+        CHECK_FILE,
+    output:
+        # the folder's info.json: what the jobs that read it take as input
+        f"{LOCAL_COPY_DIR}/{INFO_PATH}",
+    log:
+        LOG_FILE.format(dataset="{dataset}", step="local_copy"),
+    benchmark:
+        JOB_STATS_FILE.format(dataset="{dataset}", step="local_copy/local_copy")
+    conda:
+        ROBOPIPE_ENV
+    resources:
+        network=1,
+    params:
+        url=lambda w: DATASETS.url(w.dataset),
+        storage_options=lambda w: DATASETS.storage_options(w.dataset),
+        tolerance_s=lambda w: DATASETS.options(w.dataset).tolerance_s,
+        skip_episodes=lambda w: DATASETS.options(w.dataset).skip_episodes,
+        episodes=lambda w: DATASETS.episodes(w.dataset),
+    script:
+        "../../scripts/local_copy.py"
