@@ -451,3 +451,18 @@ def test_a_missing_remote_revision_is_one_problem(converted_demo, served):
     url, options, _hub = served(converted_demo)
     report = check_v30(url.replace("@v3.0", "@v9.9"), "demo", storage_options=options)
     assert [p.kind for p in report.problems] == ["source"]
+
+
+def test_a_dataset_in_an_s3_bucket_is_checked_as_locally(converted_demo, s3_server):
+    s3_server.fs.put(str(converted_demo), f"{s3_server.bucket}/demo", recursive=True)
+    url = s3_server.url("demo")
+    report = check_v30(url, "demo", storage_options=s3_server.storage_options)
+    assert report.ok, report.summary()
+    assert report.episodes == 6
+    local = check_v30(converted_demo, "demo")
+    assert set(report.files) == set(local.files)
+    s3_server.fs.rm(f"{s3_server.bucket}/demo/{EPISODES}")
+    s3_server.fs.invalidate_cache()
+    broken = check_v30(url, "demo", storage_options=s3_server.storage_options)
+    assert {p.kind for p in broken.problems} >= {"missing_file"}
+    assert {p.file for p in broken.problems if p.kind == "missing_file"} == {EPISODES}
