@@ -58,7 +58,13 @@ def larger(make_v21, tmp_path_factory) -> Path:
     """A converted v3.0 dataset whose mp4s are far larger than their first 64 KiB (so that
     reading a frame takes more than the mp4's head): 6 episodes, 2 H.264 cameras 240x320."""
     source = make_v21(
-        episodes=6, cameras=2, fps=10, min_length=40, max_length=60, height=240, width=320,
+        episodes=6,
+        cameras=2,
+        fps=10,
+        min_length=40,
+        max_length=60,
+        height=240,
+        width=320,
         codec="h264",
     )
     output = tmp_path_factory.mktemp("v30") / "larger"

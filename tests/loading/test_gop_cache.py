@@ -1,6 +1,8 @@
 """GOP cache of the map-style loader (robopipe.loading.gop_cache): range arithmetic, the
 eviction bound, bytes equal to the file's, and remote items equal to local ones."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -72,7 +74,7 @@ def test_cached_bytes_equal_the_files(larger):
     cache = GopCache(meta, max_mb=0.001, counters=Counters())  # 1 KiB: below one GOP
     relative = meta.video_file(meta.video_keys[0], 0)
     path = meta.path(relative)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     gops = GopIndex(read_mp4_index(meta.fs, path))
     f = cache.open(relative)
     assert isinstance(f, GopFile)
@@ -102,7 +104,7 @@ def test_gop_file_stops_once_at_a_ranges_end(larger):
     cache = GopCache(meta, max_mb=1, counters=Counters())
     relative = meta.video_file(meta.video_keys[0], 0)
     path = meta.path(relative)
-    data = open(path, "rb").read()
+    data = Path(path).read_bytes()
     at = 100_000  # past the pinned head and before the moov
     cache.cache.add(path, at, data[at : at + 100])
     f = cache.open(relative)
@@ -123,13 +125,14 @@ def test_gops_closer_than_the_merge_gap_are_one_request(larger):
     ts = np.concatenate([ts, ts + 1.0])  # a 1 s window: GOPs a few KiB apart
     ranges = sorted(gops.ranges(ts, 0.5 / meta.fps))
     assert len(ranges) == len(ts) and all(
-        b[0] - a[1] < MERGE_GAP for a, b in zip(ranges, ranges[1:])
+        b[0] - a[1] < MERGE_GAP for a, b in zip(ranges, ranges[1:], strict=False)
     )
     cache.fetch([(relative, ts)])
     assert cache.stats["gop_fetches"] == 1  # one range, gaps included
-    assert cache.cache.read(path, ranges[0][0], 1 << 30) == open(path, "rb").read()[
-        ranges[0][0] : ranges[-1][1]
-    ]
+    assert (
+        cache.cache.read(path, ranges[0][0], 1 << 30)
+        == Path(path).read_bytes()[ranges[0][0] : ranges[-1][1]]
+    )
 
 
 @needs_nginx

@@ -145,8 +145,10 @@ class GopIndex:
         keys = index.keyframes if len(index.keyframes) else np.array([0])
         reorder = REORDER_SAMPLES if (np.diff(index.pts_s) < 0).any() else 0  # B-frames
         last = np.minimum(np.append(keys[1:] - 1, count - 1) + reorder, count - 1)
-        self.gop_start = np.array([index.offsets[k : e + 1].min() for k, e in zip(keys, last)])
-        self.gop_end = np.array([ends[k : e + 1].max() for k, e in zip(keys, last)])
+        self.gop_start = np.array(
+            [index.offsets[k : e + 1].min() for k, e in zip(keys, last, strict=True)]
+        )
+        self.gop_end = np.array([ends[k : e + 1].max() for k, e in zip(keys, last, strict=True)])
         self.keys = keys
 
     def ranges(self, timestamps: np.ndarray, half_frame_s: float) -> set[tuple[int, int]]:
