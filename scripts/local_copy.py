@@ -1,6 +1,7 @@
 """Snakemake script of rule ``local_copy``: fetch a remote v3.0 dataset into
 results/{dataset}/local_copy, check it, move it into place (robopipe.local_copy)."""
 
+import json
 from pathlib import Path
 
 from robopipe.jobs import logged
@@ -15,5 +16,7 @@ with logged(snakemake) as log:
         tolerance_s=snakemake.params.tolerance_s,
         skip_episodes=snakemake.params.skip_episodes,
         episodes=snakemake.params.episodes,
+        # the files the remote check read: all there is where the server lists nothing
+        known=json.loads(Path(snakemake.input[0]).read_text())["files"],
     )
     log.info("%s: %d files copied and checked", snakemake.params.url, len(report.files))

@@ -21,23 +21,29 @@ from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import open_url
 
 
-def remote_files(url: str, storage_options: dict | None = None) -> dict[str, int]:
-    """Every file under the dataset root ``url``: ``{relative path: size in bytes}``, sorted.
+def remote_files(
+    url: str, storage_options: dict | None = None, known: Iterable[str] = ()
+) -> dict[str, int]:
+    """Every file under the dataset root ``url``: ``{relative path: size in bytes}``, sorted:
+    those a listing finds, and ``known`` (relative paths, e.g. those the check read), which
+    is all there is where the server lists nothing (plain http).
 
     Raises:
-        DatasetError: the root cannot be listed or holds no file.
+        DatasetError: the root cannot be listed, a known file is missing, or no file is found.
     """
     fs, root = open_url(url, storage_options)
     base = fs._strip_protocol(root)
     try:
         found = fs.find(root, detail=True)
-    except OSError as exc:
+        files = {
+            fs._strip_protocol(path)[len(base) + 1 :]: int(info["size"])
+            for path, info in found.items()
+            if info.get("type") != "directory"
+        }
+        for rel in set(known) - set(files):
+            files[rel] = int(fs.info(f"{root}/{rel}")["size"])
+    except OSError as exc:  # FileNotFoundError included
         raise DatasetError(url, f"cannot list the dataset ({exc})") from exc
-    files = {
-        fs._strip_protocol(path)[len(base) + 1 :]: int(info["size"])
-        for path, info in found.items()
-        if info.get("type") != "directory"
-    }
     if not files:
         raise DatasetError(url, "no file under the dataset root")
     return dict(sorted(files.items()))
@@ -52,6 +58,7 @@ def make_local_copy(
     tolerance_s: float | None = None,
     skip_episodes: Iterable[int] = (),
     episodes: Iterable[int] | None = None,
+    known: Iterable[str] = (),
 ) -> CheckReport:
     """Fetch the v3.0 dataset at ``url`` into the folder ``dest`` (which must not exist),
     check it, and move it into place.
@@ -62,6 +69,7 @@ def make_local_copy(
         dest: the local copy's folder (what is there is replaced); its staging folder is
             ``.<dest name>.download`` beside it.
         tolerance_s, skip_episodes, episodes: the check's (:func:`check_v30`).
+        known: files to fetch besides those a listing finds (:func:`remote_files`).
 
     Returns:
         The local copy's check report (ok).
@@ -73,7 +81,7 @@ def make_local_copy(
     dest = Path(dest)
     staging = dest.with_name(f".{dest.name}.download")
     fs, root = open_url(url, storage_options)
-    for rel, size in remote_files(url, storage_options).items():
+    for rel, size in remote_files(url, storage_options, known).items():
         target = staging / rel
         if target.is_file() and target.stat().st_size == size:
             continue  # fetched by an earlier, interrupted run

@@ -135,8 +135,8 @@ def check_v30(
         base = str(root).rstrip("/")
     local = isinstance(fs, LocalFileSystem)
     report = CheckReport(name, os.path.realpath(base) if local else str(root), {})
-    try:
-        exists = fs.isdir(base)
+    try:  # a server without listings (plain http) has no folders: its info.json then
+        exists = fs.isdir(base) or fs.exists(f"{base}/{INFO_PATH}")
     except OSError as exc:  # a remote revision or bucket that cannot be listed
         exists, why = False, f"cannot be read ({exc})"
     else:

@@ -1,0 +1,58 @@
+"""The local copy of a remote v3.0 dataset: fetched whole over plain http (nginx lists no
+folders: the files the check read are fetched), checked, moved into place; a rerun after an
+interruption fetches only what it lacks; a copy that fails the check is not moved in."""
+
+import re
+import shutil
+
+import pytest
+
+from robopipe.bench import servers
+from robopipe.bench.servers import serve_nginx
+from robopipe.conversion.check_v30 import check_v30
+from robopipe.conversion.serial import convert_dataset
+from robopipe.errors import DatasetError
+from robopipe.local_copy import make_local_copy
+
+pytestmark = pytest.mark.skipif(servers.nginx_binary() is None, reason="nginx is not installed")
+
+
+@pytest.fixture(scope="module")
+def v30(make_v21, tmp_path_factory):
+    root = tmp_path_factory.mktemp("local_copy") / "ds"
+    convert_dataset(make_v21(episodes=3), root, name="ds")
+    return root
+
+
+def test_a_copy_over_plain_http_resumes_and_is_checked(v30, tmp_path, file_tree):
+    dest = tmp_path / "copy"
+    staging = tmp_path / ".copy.download"
+    (staging / "meta").mkdir(parents=True)
+    shutil.copyfile(v30 / "meta/info.json", staging / "meta/info.json")  # an earlier run's
+    with serve_nginx(v30.parent) as server:
+        url = f"{server.url}/ds"
+        checked = check_v30(url, "ds")
+        assert checked.ok, checked.summary()
+        log = server.prefix / "access.log"
+        before = len(log.read_text())
+        report = make_local_copy(url, "ds", dest, known=checked.files)
+        fetched = set(re.findall(r'"GET (\S+) ', log.read_text()[before:]))
+    assert report.ok and file_tree(dest) == file_tree(v30)
+    assert not staging.exists()
+    assert "/ds/meta/info.json" not in fetched  # kept from the interrupted run
+    assert "/ds/meta/stats.json" in fetched
+
+
+def test_a_copy_that_fails_the_check_is_not_moved_in(v30, tmp_path):
+    served = tmp_path / "served" / "ds"
+    shutil.copytree(v30, served)
+    victim = sorted(served.glob("videos/*/*/*.mp4"))[0]
+    victim.write_bytes(victim.read_bytes()[:1000])
+    known = check_v30(v30, "ds").files
+    with (
+        serve_nginx(served.parent) as server,
+        pytest.raises(DatasetError, match="fails the check"),
+    ):
+        make_local_copy(f"{server.url}/ds", "ds", tmp_path / "copy", known=known)
+    assert not (tmp_path / "copy").exists()
+    assert (tmp_path / ".copy.download" / victim.relative_to(served)).is_file()  # kept
