@@ -4,6 +4,7 @@ reads into the cache; publish removes the cache."""
 
 import itertools
 import json
+import os
 import re
 
 import pytest
@@ -142,3 +143,27 @@ def test_push_back_tags_v30_keeps_v21_and_second_push_commits_nothing(
     assert len(hub.repo("local/demo").commits) == commits
     net_log.assert_only_local()
 
+
+def test_convert_from_an_s3_url_fetches_in_the_jobs(
+    v21, v30, s3_server, net_log, tmp_path, run_snakemake, file_tree
+):
+    s3_server.fs.put(str(v21), s3_server.url("v21"), recursive=True)
+    config = {
+        "datasets": {
+            "s3ds": {
+                "url": s3_server.url("v21"),
+                "storage_options": s3_server.storage_options,
+                "cache_dir": str(tmp_path / "node_cache"),
+                "keep_cache": True,
+                "conversion": CONFIG["datasets"]["hubds"]["conversion"],
+            }
+        }
+    }
+    workdir = tmp_path / "work"
+    env = net_log.env(dict(os.environ))
+    run_snakemake(workdir, config, "convert", "--cores", "2", env=env)
+    assert file_tree(workdir / "results/s3ds/v3.0") == file_tree(v30)
+    (cached,) = (tmp_path / "node_cache").iterdir()  # kept: keep_cache
+    source = {p: d for p, d in file_tree(v21).items() if p.split("/")[0] in DATASET}
+    assert {p: d for p, d in file_tree(cached).items() if not p.startswith(".")} == source
+    net_log.assert_only_local()
