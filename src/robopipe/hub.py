@@ -5,10 +5,16 @@ honoured (huggingface_hub reads them)."""
 
 from __future__ import annotations
 
+import os
+
 from fsspec.spec import AbstractBufferedFile
 
 from robopipe.errors import DatasetError
 from robopipe.source_cache import DATASET_FOLDERS
+
+# huggingface_hub's telemetry contacts huggingface.co whatever HF_ENDPOINT says; it reads this
+# when it is imported, which robopipe's jobs do through this module
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 
 
 def resolve_commit(repo_id: str, revision: str, *, name: str | None = None) -> str:
