@@ -26,7 +26,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass, field, fields
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from robopipe.atomic import write_json
@@ -35,7 +36,7 @@ from robopipe.formats.v21_reader import STATS_FIX, V21Source, load_source
 from robopipe.layout import V21_EPISODES_STATS_PATH, data_path, next_chunk_file, video_path
 
 MIB = 2**20
-PLAN_VERSION = 3
+PLAN_VERSION = 4
 EPISODE_WORK_MB = 0.05
 """The per-episode cost of a shard job, in MiB of parquet it would read in the same time.
 
@@ -177,14 +178,16 @@ class Plan:
             "video_keys": self.video_keys,
             "options": self.options.to_dict(),
             "total_frames": self.total_frames,
-            "episodes": [
-                {
-                    **{f.name: getattr(e, f.name) for f in fields(PlannedEpisode)},
-                    "data": list(e.data),
-                    "videos": {k: list(v) for k, v in e.videos.items()},
-                }
-                for e in self.episodes
-            ],
+            # columns, each file a run of consecutive episodes: a job that reads the plan
+            # parses a few numbers per episode, not a JSON object of each
+            "episodes": {
+                "source_episode_index": [e.source_episode_index for e in self.episodes],
+                "length": [e.length for e in self.episodes],
+                "data": _runs(e.data for e in self.episodes),
+                "videos": {
+                    key: _runs(e.videos[key] for e in self.episodes) for key in self.video_keys
+                },
+            },
             "shards": [{"id": s.id, "episodes": [s.first, s.stop]} for s in self.shards],
             "files": {
                 "data": [_file_json(f) for f in self.data_files],
@@ -199,7 +202,25 @@ class Plan:
             raise ValueError(
                 f"plan version {obj.get('version')} is not {PLAN_VERSION}: rerun the plan step"
             )
-        shared: dict = {}
+        columns = obj["episodes"]
+        data = _unrun(columns["data"])
+        videos = {key: _unrun(runs) for key, runs in columns["videos"].items()}
+        episodes, start, shared = [], 0, {}
+        for i, (src_index, length) in enumerate(
+            zip(columns["source_episode_index"], columns["length"], strict=True)
+        ):
+            episodes.append(
+                PlannedEpisode(
+                    episode_index=i,
+                    source_episode_index=src_index,
+                    length=length,
+                    dataset_from_index=start,
+                    dataset_to_index=start + length,
+                    data=_shared(shared, next(data)),
+                    videos=_shared_videos(shared, {key: next(v) for key, v in videos.items()}),
+                )
+            )
+            start += length
         return cls(
             dataset=obj["dataset"],
             source=obj["source"],
@@ -207,18 +228,7 @@ class Plan:
             video_keys=list(obj["video_keys"]),
             options=ConversionOptions.from_config(obj["options"]),
             total_frames=obj["total_frames"],
-            episodes=[
-                PlannedEpisode(
-                    **{
-                        **e,
-                        "data": _shared(shared, tuple(e["data"])),
-                        "videos": _shared_videos(
-                            shared, {k: tuple(v) for k, v in e["videos"].items()}
-                        ),
-                    }
-                )
-                for e in obj["episodes"]
-            ],
+            episodes=episodes,
             shards=[Shard(s["id"], *s["episodes"]) for s in obj["shards"]],
             data_files=[_file_of(f) for f in obj["files"]["data"]],
             video_files={k: [_file_of(f) for f in fs] for k, fs in obj["files"]["videos"].items()},
@@ -253,6 +263,24 @@ def _shared_videos(cache: dict, videos: dict[str, tuple[int, int]]) -> dict[str,
     """``videos``, or the equal mapping met before (``cache``), its tuples shared too."""
     key = ("videos", *((k, _shared(cache, v)) for k, v in videos.items()))
     return cache.setdefault(key, dict(key[1:]))
+
+
+def _runs(files: Iterable[tuple[int, int]]) -> list[list[int]]:
+    """``[chunk, file, episodes]`` for each run of consecutive episodes in one file."""
+    runs: list[list[int]] = []
+    for chunk, file in files:
+        if runs and runs[-1][:2] == [chunk, file]:
+            runs[-1][2] += 1
+        else:
+            runs.append([chunk, file, 1])
+    return runs
+
+
+def _unrun(runs: list[list[int]]) -> Iterator[tuple[int, int]]:
+    """Each episode's ``(chunk, file)`` from :func:`_runs`' runs."""
+    for chunk, file, count in runs:
+        for _ in range(count):
+            yield (chunk, file)
 
 
 def _file_json(f: PlannedFile) -> dict:
