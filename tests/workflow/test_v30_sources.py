@@ -61,6 +61,7 @@ def test_the_datasets_own_source_reads_its_url():
     assert not bench.reads_url("robopipe_map_local_single_cpu_w0_n1", "hf")
     assert not bench.reads_url("robopipe_map_hf_single_ejpeg90_cpu_w0_n1", "hf")  # a copy
     assert not bench.reads_url(hf, None)
+    assert not bench.reads_url("lerobot_stream_hf_single_cpu_w0_n1", "hf")  # needs local files
     chosen = bench.dataset_settings(
         {"matrix": {}, "sources": {"hf": "hf://datasets/me/{dataset}"}, "batch_size": 8},
         "hf",

@@ -110,16 +110,17 @@ def settings(bench: dict) -> dict:
 
 
 def reads_url(name: str, remote_source: str | None) -> bool:
-    """Whether scenario ``name`` reads a remote v3.0 dataset at its own URL: its source is
-    ``remote_source`` (the one the URL's scheme names, Datasets.remote_source; None for any
-    other dataset) and it reads no training copy. Every other scenario of such a dataset
-    reads local files: its local copy (``local``, and ``http``/``s3`` served from it on
-    127.0.0.1 where ``bench.sources`` names no URL) or a training copy."""
-    return (
-        remote_source is not None
-        and parse_scenario(name).source == remote_source
-        and scenario_encoding(name) is None
-    )
+    """Whether scenario ``name`` reads a remote v3.0 dataset at its own URL and nothing
+    local: its source is ``remote_source`` (the one the URL's scheme names,
+    Datasets.remote_source; None for any other dataset), it reads no training copy, and its
+    loader is robopipe's (a peer's scenario reads the URL too, but needs the local copy:
+    its items are compared with robopipe's on local files). Every other scenario of such a
+    dataset reads local files: its local copy (``local``, and ``http``/``s3`` served from it
+    on 127.0.0.1 where ``bench.sources`` names no URL) or a training copy."""
+    if remote_source is None or scenario_encoding(name) is not None:
+        return False
+    scenario = parse_scenario(name)
+    return scenario.source == remote_source and not get_loader(scenario.loader).peer
 
 
 def dataset_settings(
