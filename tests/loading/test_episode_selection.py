@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from robopipe.conversion.serial import convert_dataset
 from robopipe.loading import MapDataset, StreamingDataset
 
 CHOSEN = [5, 1, 6, 1]  # unsorted, repeated: read as [1, 5, 6]
@@ -30,6 +31,19 @@ def test_map_dataset_reads_the_chosen_episodes(rollover):
             assert torch.equal(item[key], same[key])
     with pytest.raises(IndexError):
         chosen[len(chosen)]
+
+
+def test_map_dataset_reads_only_the_chosen_episodes_data_files(make_v21, tmp_path):
+    root = tmp_path / "small_files"
+    convert_dataset(make_v21(episodes=6), root, name="small", data_file_size_in_mb=0.001)
+    assert len(list(root.glob("data/*/*.parquet"))) > 2
+    everything = MapDataset(str(root))
+    chosen = MapDataset(str(root), episodes=[4])
+    expected = _frames_of(everything, [4])
+    assert len(chosen.columns["index"]) < len(everything.columns["index"])  # fewer files read
+    assert [int(chosen[i]["index"]) for i in range(len(chosen))] == expected.tolist()
+    last = everything[int(expected[-1])]
+    assert torch.equal(chosen[len(chosen) - 1]["observation.state"], last["observation.state"])
 
 
 def test_streaming_dataset_streams_the_chosen_episodes(rollover):

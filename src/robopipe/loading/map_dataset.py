@@ -15,15 +15,15 @@ from robopipe.loading.batches import BatchBuffers, FrameBatch
 from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.gop_cache import GopCache
 from robopipe.loading.items import ItemReader
-from robopipe.loading.selection import episode_frames
+from robopipe.loading.selection import episode_frames, selected_episodes
 
 
 class MapDataset(torch.utils.data.Dataset):
     """A v3.0 dataset as a ``torch.utils.data.Dataset``; item ``i`` is global frame ``i``.
 
     Items have LeRobotDataset's keys and shapes (see ``robopipe.loading.items``). Every data
-    file is read once, with pyarrow, into numpy columns held in memory (low-dimensional data
-    only; frames are decoded on access). DataLoader workers share those arrays (fork) and
+    file (of the ``episodes`` read) is read once, with pyarrow, into numpy columns held in
+    memory (low-dimensional data only; frames are decoded on access). DataLoader workers share those arrays (fork) and
     each opens its own decoders and camera thread pool.
 
     A DataLoader fetches a batch with ``__getitems__``. With ``batch_buffers=k`` it copies the
@@ -57,7 +57,7 @@ class MapDataset(torch.utils.data.Dataset):
             Ignored for a local path.
         episodes: the episodes read (LeRobotDataset's ``episodes=``): item ``i`` is then the
             ``i``-th frame of those, keeping its global ``index``; None: every episode. Only
-            their frames are decoded (the low-dimensional columns are read whole).
+            their data files are read, and only their frames decoded.
         **item_options: ``ItemReader``'s keywords (``delta_timestamps``, ``image_dtype``,
             ``decode_device``, ``tolerance_s``, ``decoder_cache_size``, ``seek_mode``).
 
@@ -93,7 +93,7 @@ class MapDataset(torch.utils.data.Dataset):
             self.reader.decoders = DecoderCache(
                 self.gops.open, old.max_size, old.device, old.seek_mode, self.reader.counters
             )
-        self.columns = _read_all_data(self.meta)
+        self.columns, self._first_row = _read_data(self.meta, episodes)
         self.frames = episode_frames(self.meta, episodes)
         on_cpu = item_options.get("decode_device", "cpu") == "cpu"
         self.buffers = BatchBuffers(batch_buffers) if batch_buffers and on_cpu else None
@@ -115,7 +115,9 @@ class MapDataset(torch.utils.data.Dataset):
         episode = int(self.meta.episode_of(index))
         lo = int(self.meta.episodes["dataset_from_index"][episode])
         hi = int(self.meta.episodes["dataset_to_index"][episode])
-        return episode, {key: column[lo:hi] for key, column in self.columns.items()}, index - lo
+        first = int(self._first_row[episode])
+        rows = {key: column[first : first + hi - lo] for key, column in self.columns.items()}
+        return episode, rows, index - lo
 
     def _fetch_gops(self, located: list[tuple[int, dict, int]]) -> None:
         """Cache the GOPs of the frames of ``located`` items in one concurrent fetch."""
@@ -150,11 +152,26 @@ class MapDataset(torch.utils.data.Dataset):
         return FrameBatch(items, frames)
 
 
-def _read_all_data(meta) -> dict[str, np.ndarray]:
-    """Every data file's columns, concatenated in file order; checks the ``index`` column."""
-    files = sorted({meta.data_file(e) for e in range(meta.num_episodes)})
+def _read_data(meta, episodes) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """The columns of the data files that hold ``episodes`` (None: every data file),
+    concatenated in file order, and each episode's first row in them (int64, -1 for an
+    episode not read); checks the ``index`` column (the row position)."""
+    by_file: dict[str, list[int]] = {}
+    for e in selected_episodes(meta, episodes):
+        by_file.setdefault(meta.data_file(e), []).append(e)
+    files = sorted(by_file)
     parts = [read_data_file(meta, f) for f in files]
     columns = {key: np.concatenate([p[key] for p in parts]) for key in meta.data_keys}
-    if not np.array_equal(columns["index"], np.arange(len(columns["index"]))):
+    if episodes is None and not np.array_equal(columns["index"], np.arange(len(columns["index"]))):
         raise DatasetError(meta.name, "the index column is not the row position 0..n-1")
-    return columns
+    first_row = np.full(meta.num_episodes, -1, dtype=np.int64)
+    offset = 0
+    for file, part in zip(files, parts, strict=True):
+        index = part["index"]
+        start = int(index[0]) if len(index) else 0
+        if not np.array_equal(index, np.arange(start, start + len(index))):
+            raise DatasetError(meta.name, "the index column is not the row position", file=file)
+        for e in by_file[file]:
+            first_row[e] = offset + int(meta.episodes["dataset_from_index"][e]) - start
+        offset += len(index)
+    return columns, first_row
