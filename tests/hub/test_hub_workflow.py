@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from robopipe.conversion.plan import load_plan
+
 pytestmark = pytest.mark.slow
 
 DATASET = ("meta", "data", "videos")
@@ -100,8 +102,8 @@ def test_convert_fetches_each_file_once_in_the_jobs_that_read_it(
         assert ranges[0][0] == 0 and ranges[-1][1] == sizes[path] - 1, path
         assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(ranges)), path
     # the first shard's first file was fetched before the last file of the dataset
-    plan = json.loads((results / "hubds/plan.json").read_text())
-    first = plan["episodes"][0]["source_episode_index"]
+    plan = load_plan(results / "hubds/plan.json")
+    first = plan.shard_episodes(plan.shards[0].id)[0].source_episode_index
     first_parquet = next(p for p in parquets if p.endswith(f"episode_{first:06d}.parquet"))
     order = list(dict.fromkeys(path for path, _, _ in fetched))
     assert order.index(first_parquet) < len(order) - 1
