@@ -23,6 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robopipe.mp4 import box_path, boxes, child, table
+
 HEAD_BYTES = 1 << 16  # first read of an mp4: ftyp and, in a faststart file, the moov's start
 FALLBACK_BLOCK = 1 << 20  # a read outside every prefetched span fetches this much
 FALLBACK_BLOCKS_KEPT = 4
@@ -69,68 +71,25 @@ class Mp4Index:
         return start, min(end + SPAN_TAIL, self.size)
 
 
-def _boxes(data: bytes, start: int = 0, end: int | None = None):
-    """(type, payload start, box end) of the boxes in ``data[start:end]``."""
-    end = len(data) if end is None else end
-    pos = start
-    while pos + 8 <= end:
-        size, kind = struct.unpack_from(">I4s", data, pos)
-        header = 8
-        if size == 1:
-            (size,) = struct.unpack_from(">Q", data, pos + 8)
-            header = 16
-        elif size == 0:
-            size = end - pos
-        if size < header:
-            return
-        yield kind.decode("latin-1"), pos + header, min(pos + size, end)
-        pos += size
-
-
-def _child(data: bytes, start: int, end: int, kind: str) -> tuple[int, int] | None:
-    for k, s, e in _boxes(data, start, end):
-        if k == kind:
-            return s, e
-    return None
-
-
-def _path(data: bytes, start: int, end: int, *kinds: str) -> tuple[int, int] | None:
-    for kind in kinds:
-        found = _child(data, start, end, kind)
-        if found is None:
-            return None
-        start, end = found
-    return start, end
-
-
-def _table(data: bytes, box: tuple[int, int] | None, fmt: str, width: int = 1) -> np.ndarray:
-    """Entries of a full box whose 32-bit entry count follows version/flags: ``width``
-    fields of ``fmt`` (a big-endian numpy dtype) each, as an (entries, width) array."""
-    if box is None:
-        return np.zeros((0, width), dtype=fmt)
-    (count,) = struct.unpack_from(">I", data, box[0] + 4)
-    return np.frombuffer(data, dtype=fmt, count=count * width, offset=box[0] + 8).reshape(-1, width)
-
-
 def parse_moov(moov: bytes) -> dict | None:
     """The first video track's sample table from a moov box's bytes, or None (no video track,
     a fragmented file, or a layout this parser does not read)."""
-    for kind, s, e in _boxes(moov, 8):
+    for kind, s, e in boxes(moov, 8):
         if kind != "trak":
             continue
-        mdia = _child(moov, s, e, "mdia")
-        hdlr = mdia and _child(moov, *mdia, "hdlr")
+        mdia = child(moov, s, e, "mdia")
+        hdlr = mdia and child(moov, *mdia, "hdlr")
         if hdlr is None or moov[hdlr[0] + 8 : hdlr[0] + 12] != b"vide":
             continue
-        mdhd = _child(moov, *mdia, "mdhd")
+        mdhd = child(moov, *mdia, "mdhd")
         version = moov[mdhd[0]]
         (timescale,) = struct.unpack_from(">I", moov, mdhd[0] + (20 if version else 12))
-        stbl = _path(moov, *mdia, "minf", "stbl")
+        stbl = box_path(moov, *mdia, "minf", "stbl")
         if stbl is None:
             return None
-        stsz = _child(moov, *stbl, "stsz")
-        stco = _child(moov, *stbl, "stco")
-        co64 = _child(moov, *stbl, "co64")
+        stsz = child(moov, *stbl, "stsz")
+        stco = child(moov, *stbl, "stco")
+        co64 = child(moov, *stbl, "co64")
         if stsz is None or (stco is None and co64 is None):
             return None
         fixed, count = struct.unpack_from(">II", moov, stsz[0] + 4)
@@ -141,10 +100,10 @@ def parse_moov(moov: bytes) -> dict | None:
             if fixed
             else np.frombuffer(moov, ">u4", count, stsz[0] + 12).astype(np.int64)
         )
-        chunks = (_table(moov, stco, ">u4") if stco is not None else _table(moov, co64, ">u8"))[
+        chunks = (table(moov, stco, ">u4") if stco is not None else table(moov, co64, ">u8"))[
             :, 0
         ].astype(np.int64)
-        stsc = _table(moov, _child(moov, *stbl, "stsc"), ">u4", 3).astype(np.int64)
+        stsc = table(moov, child(moov, *stbl, "stsc"), ">u4", 3).astype(np.int64)
         first_chunk = np.append(stsc[:, 0] - 1, len(chunks))
         per_chunk = np.repeat(stsc[:, 1], np.diff(first_chunk))
         if per_chunk.sum() != count:
@@ -153,15 +112,15 @@ def parse_moov(moov: bytes) -> dict | None:
         before = np.concatenate([[0], np.cumsum(sizes)[:-1]])
         chunk_first = np.concatenate([[0], np.cumsum(per_chunk)[:-1]])
         offsets = chunks[chunk_of] + before - before[chunk_first][chunk_of]
-        stts = _table(moov, _child(moov, *stbl, "stts"), ">u4", 2).astype(np.int64)
+        stts = table(moov, child(moov, *stbl, "stts"), ">u4", 2).astype(np.int64)
         deltas = np.repeat(stts[:, 1], stts[:, 0])[:count]
         dts = np.concatenate([[0], np.cumsum(deltas)[:-1]])
-        ctts = _child(moov, *stbl, "ctts")
+        ctts = child(moov, *stbl, "ctts")
         if ctts is not None:
-            table = _table(moov, ctts, ">i4", 2).astype(np.int64)
-            shift = np.repeat(table[:, 1], table[:, 0])[:count]
+            offsets_table = table(moov, ctts, ">i4", 2).astype(np.int64)
+            shift = np.repeat(offsets_table[:, 1], offsets_table[:, 0])[:count]
             dts = dts + np.pad(shift, (0, count - len(shift)))
-        elst = _path(moov, s, e, "edts", "elst")
+        elst = box_path(moov, s, e, "edts", "elst")
         if elst is not None:
             version = moov[elst[0]]
             (entries,) = struct.unpack_from(">I", moov, elst[0] + 4)
@@ -173,9 +132,9 @@ def parse_moov(moov: bytes) -> dict | None:
                 if media_time >= 0:
                     dts = dts - media_time
                     break
-        stss = _child(moov, *stbl, "stss")
+        stss = child(moov, *stbl, "stss")
         keyframes = (
-            _table(moov, stss, ">u4")[:, 0].astype(np.int64) - 1
+            table(moov, stss, ">u4")[:, 0].astype(np.int64) - 1
             if stss is not None
             else np.arange(count)
         )
