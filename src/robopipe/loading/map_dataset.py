@@ -23,8 +23,8 @@ class MapDataset(torch.utils.data.Dataset):
 
     Items have LeRobotDataset's keys and shapes (see ``robopipe.loading.items``). Every data
     file (of the ``episodes`` read) is read once, with pyarrow, into numpy columns held in
-    memory (low-dimensional data only; frames are decoded on access). DataLoader workers share those arrays (fork) and
-    each opens its own decoders and camera thread pool.
+    memory (low-dimensional data only; frames are decoded on access). DataLoader workers share
+    those arrays (fork) and each opens its own decoders and camera thread pool.
 
     A DataLoader fetches a batch with ``__getitems__``. With ``batch_buffers=k`` it copies the
     batch's frames into a shared-memory buffer reused every ``k`` batches
