@@ -239,12 +239,12 @@ def run_scenario(
         "dataset": dataset,
         "scenario": scenario.name,
         **scenario.as_dict(),
+        "peer_version": measured.get("peer_version") or _version(spec.peer_package),
+        "peer_check": _peer_check(measured, scenario, root, settings),
         "batch_size": measured.get("batch_size", settings.batch_size),
         "image_dtype": settings.image_dtype,
         "samples": measured["samples"],
         "frames": measured["frames"],
-        "peer_version": measured.get("peer_version") or _version(spec.peer_package),
-        "peer_check": _peer_check(measured, scenario, root, settings),
         "steady_wall_s": measured["steady_wall_s"],
         "samples_per_s": measured["samples_per_s"],
         "frames_per_s": measured["frames_per_s"],
@@ -276,16 +276,6 @@ def run_scenario(
     }
 
 
-def _network_fields(bytes_fetched: int | None, requests: int | None, samples: int) -> dict:
-    """The result's traffic fields: totals of the steady window and their per-sample rates."""
-    return {
-        "bytes_fetched": bytes_fetched,
-        "requests": requests,
-        "bytes_per_sample": None if bytes_fetched is None else bytes_fetched / samples,
-        "requests_per_sample": None if requests is None else requests / samples,
-    }
-
-
 def _version(package: str | None) -> str | None:
     """``"<package> <version>"`` of a peer installed in this interpreter (robomimic)."""
     if not package:
@@ -309,6 +299,16 @@ def _peer_check(measured: dict, scenario: Scenario, root: Path, settings: Settin
     meta = read_meta(reference)
     delta = mode_delta_timestamps(scenario.mode, meta.camera_keys, meta.fps, settings.windows)
     return check_items(measured["peer_items"], reference, delta, settings.image_dtype)
+
+
+def _network_fields(bytes_fetched: int | None, requests: int | None, samples: int) -> dict:
+    """The result's traffic fields: totals of the steady window and their per-sample rates."""
+    return {
+        "bytes_fetched": bytes_fetched,
+        "requests": requests,
+        "bytes_per_sample": None if bytes_fetched is None else bytes_fetched / samples,
+        "requests_per_sample": None if requests is None else requests / samples,
+    }
 
 
 def _run_robopipe(
