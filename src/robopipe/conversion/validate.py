@@ -338,7 +338,8 @@ def validate(
     reads only declared columns, with these types), and the first and last frame of every
     video file are found from the v3.0 files alone, as a loader finds them. Last, where
     ``peer_python`` names the peer interpreter, lerobot-lancedb's doctor gives its opinion
-    (:func:`robopipe.conversion.doctor.run_doctor`).
+    (:func:`robopipe.conversion.doctor.run_doctor`). Of ``source`` only the name and root
+    are used, in errors (the validate job passes one without its episodes).
 
     Returns:
         ``{"episodes", "frames", "data_files", "video_files", "packets", "frames_compared",
