@@ -35,6 +35,7 @@ def test_robopipe_against_the_best_peer_per_source():
             _run("lancedb_map", "s3", 100.0, peer=True, encoding="lance"),
             _run("robopipe_map", "s3", 300.0, peer=False),
             _run("robopipe_stream", "http", 250.0, peer=False),
+            _run("robomimic_hdf5_all", "local", 950.0, peer=False),  # reads the HDF5 file
         ]
     )
     peers = peers_table(table, {"lerobot_stream": "no peer environment"})

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from robopipe.bench.registry import get_loader
+
 SOURCES = ("local", "http", "s3", "hf")
 # the representations both sides read: the converted dataset (empty) and the Lance layout of
 # its very mp4s; other training copies (jpeg90, ...) hold other frames
@@ -30,13 +32,16 @@ COLUMNS = [
 def peers_table(table: pd.DataFrame, skipped: dict[str, str] | None = None) -> pd.DataFrame:
     """One row per (source, frame mode, workers) measured for both robopipe and a peer, on one
     node, on the cpu, on the converted dataset's frames (its own files, or for LanceDBDataset
-    their Lance layout): robopipe's fastest loader and the fastest peer, samples/s each, and
-    ``robopipe_over_peer`` (above 1: robopipe is faster). A (source, mode, workers) measured
-    by only one side has the other's columns empty and says so in ``note``. Then one row per
-    skipped peer loader (``skipped``: loader -> why), with ``note`` the reason.
+    their Lance layout; not the loaders of a robomimic HDF5 file): robopipe's fastest loader
+    and the fastest peer, samples/s each, and ``robopipe_over_peer`` (above 1: robopipe is
+    faster). A (source, mode, workers) measured by only one side has the other's columns empty
+    and says so in ``note``. Then one row per skipped peer loader (``skipped``: loader -> why),
+    with ``note`` the reason.
     """
+    reads_v30 = table["loader"].map(lambda name: not get_loader(name).robomimic_only)
     runs = table[
-        (table["nodes"] == 1)
+        reads_v30
+        & (table["nodes"] == 1)
         & (table["decode"] == "cpu")
         & table["encoding"].apply(lambda e: (None if pd.isna(e) else e) in SAME_FRAMES)
         & table["source"].isin(SOURCES)
