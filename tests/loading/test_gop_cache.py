@@ -145,12 +145,16 @@ def test_remote_items_equal_local_ones(larger, gop_cache_mb):
         delaying_proxy(server.url, 20) as proxy,
     ):
         remote = MapDataset(
-            through(proxy, f"{server.url}/{larger.name}"), gop_cache_mb=gop_cache_mb
+            through(proxy, f"{server.url}/{larger.name}"),
+            gop_cache_mb=gop_cache_mb,
         )
         assert remote.gops is not None
+        items = remote.__getitems__(order[:8])  # in this process: its cache's stats
+        stats = dict(remote.gops.stats)
+        # this process's requests come before a worker is forked: a HEAD this process sent
+        # after such a worker had exited went unanswered until aiohttp's 300 s timeout
         loader = DataLoader(remote, batch_size=8, sampler=order, num_workers=1, collate_fn=collate)
         batches = list(loader)
-        items = remote.__getitems__(order[:8])  # in this process: its cache's stats
         totals = proxy.totals()
     expected = collate([local[i] for i in order])
     got = {key: torch.cat([b[key] for b in batches]) for key in batches[0] if key != "task"}
@@ -158,7 +162,6 @@ def test_remote_items_equal_local_ones(larger, gop_cache_mb):
         assert torch.equal(value, expected[key]), key
     for i, item in zip(order[:8], items, strict=True):
         assert_items_equal(item, local[i])
-    stats = remote.gops.stats
     cameras = len(local.meta.video_keys)
     assert 0 < stats["gop_fetches"] <= 8 * cameras and stats["fallbacks"] <= cameras
     # a few index requests per file and process, then at most one per GOP: not one per read
