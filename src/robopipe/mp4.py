@@ -219,23 +219,11 @@ def _parse(moov: bytes, file_size: int) -> Track | None:
     config = children(moov, entry + 86, entry + entry_size).get(CONFIG_BOXES[fourcc])
     if config is None or (fourcc == b"av01" and config[1] - config[0] <= 4):
         return None  # no parameter sets out of band (an AV1 sequence header in the samples)
-    stsz, stco, co64 = stbl.get("stsz"), stbl.get("stco"), stbl.get("co64")
-    if stsz is None or (stco is None) == (co64 is None):
+    layout = sample_layout(moov, stbl)
+    if layout is None:
         return None
-    fixed, count = struct.unpack_from(">II", moov, stsz[0] + 4)
-    if count == 0:
-        return None
-    sizes = (
-        np.full(count, fixed, dtype=np.int64)
-        if fixed
-        else np.frombuffer(moov, ">u4", count, stsz[0] + 12).astype(np.int64)
-    )
-    chunks = (table(moov, stco, ">u4") if co64 is None else table(moov, co64, ">u8"))[:, 0]
-    offsets = _sample_offsets(
-        chunks.astype(np.int64), table(moov, stbl.get("stsc"), ">u4", 3), sizes
-    )
-    if offsets is None:
-        return None
+    sizes, offsets = layout
+    count = len(sizes)
     stts = table(moov, stbl.get("stts"), ">u4", 2).astype(np.int64)
     durations = np.repeat(stts[:, 1], stts[:, 0])
     if len(durations) != count:
@@ -274,6 +262,30 @@ def _parse(moov: bytes, file_size: int) -> Track | None:
         keyframes=keyframes,
         file_size=file_size,
     )
+
+
+def sample_layout(
+    moov: bytes, stbl: dict[str, tuple[int, int]]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each sample's size and byte offset in the file (two int64 arrays in decode order) from a
+    sample table's boxes (``stbl``: :func:`children` of the ``stbl`` box); None where the table
+    has no samples, no or two chunk-offset boxes, or tables that disagree."""
+    stsz, stco, co64 = stbl.get("stsz"), stbl.get("stco"), stbl.get("co64")
+    if stsz is None or (stco is None) == (co64 is None):
+        return None
+    fixed, count = struct.unpack_from(">II", moov, stsz[0] + 4)
+    if count == 0:
+        return None
+    sizes = (
+        np.full(count, fixed, dtype=np.int64)
+        if fixed
+        else np.frombuffer(moov, ">u4", count, stsz[0] + 12).astype(np.int64)
+    )
+    chunks = (table(moov, stco, ">u4") if co64 is None else table(moov, co64, ">u8"))[:, 0]
+    offsets = _sample_offsets(
+        chunks.astype(np.int64), table(moov, stbl.get("stsc"), ">u4", 3), sizes
+    )
+    return None if offsets is None else (sizes, offsets)
 
 
 def _sample_offsets(chunks: np.ndarray, stsc: np.ndarray, sizes: np.ndarray) -> np.ndarray | None:

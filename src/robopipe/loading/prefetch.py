@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robopipe.mp4 import box_path, boxes, child, table
+from robopipe.mp4 import box_path, boxes, child, children, sample_layout, table
 
 HEAD_BYTES = 1 << 16  # first read of an mp4: ftyp and, in a faststart file, the moov's start
 FALLBACK_BLOCK = 1 << 20  # a read outside every prefetched span fetches this much
@@ -87,31 +87,11 @@ def parse_moov(moov: bytes) -> dict | None:
         stbl = box_path(moov, *mdia, "minf", "stbl")
         if stbl is None:
             return None
-        stsz = child(moov, *stbl, "stsz")
-        stco = child(moov, *stbl, "stco")
-        co64 = child(moov, *stbl, "co64")
-        if stsz is None or (stco is None and co64 is None):
+        layout = sample_layout(moov, children(moov, *stbl))
+        if layout is None:
             return None
-        fixed, count = struct.unpack_from(">II", moov, stsz[0] + 4)
-        if count == 0:
-            return None
-        sizes = (
-            np.full(count, fixed, dtype=np.int64)
-            if fixed
-            else np.frombuffer(moov, ">u4", count, stsz[0] + 12).astype(np.int64)
-        )
-        chunks = (table(moov, stco, ">u4") if stco is not None else table(moov, co64, ">u8"))[
-            :, 0
-        ].astype(np.int64)
-        stsc = table(moov, child(moov, *stbl, "stsc"), ">u4", 3).astype(np.int64)
-        first_chunk = np.append(stsc[:, 0] - 1, len(chunks))
-        per_chunk = np.repeat(stsc[:, 1], np.diff(first_chunk))
-        if per_chunk.sum() != count:
-            return None
-        chunk_of = np.repeat(np.arange(len(chunks)), per_chunk)
-        before = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        chunk_first = np.concatenate([[0], np.cumsum(per_chunk)[:-1]])
-        offsets = chunks[chunk_of] + before - before[chunk_first][chunk_of]
+        sizes, offsets = layout
+        count = len(sizes)
         stts = table(moov, child(moov, *stbl, "stts"), ">u4", 2).astype(np.int64)
         deltas = np.repeat(stts[:, 1], stts[:, 0])[:count]
         dts = np.concatenate([[0], np.cumsum(deltas)[:-1]])
