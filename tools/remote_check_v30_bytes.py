@@ -23,7 +23,7 @@ TOOLS = Path(__file__).resolve().parent
 sys.path[:0] = [str(TOOLS.parent / "tests"), str(TOOLS)]
 
 from hub_standin import serve_hub  # noqa: E402
-from remote_plan_bytes import FOLDERS, body_bytes, whole_files  # noqa: E402
+from remote_plan_bytes import body_bytes, file_sizes, whole_files  # noqa: E402
 
 
 def main() -> None:
@@ -32,11 +32,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="the check's threads")
     args = parser.parse_args()
     root = args.folder.resolve()
-    sizes = {
-        p.relative_to(root).as_posix(): p.stat().st_size
-        for p in root.rglob("*")
-        if p.is_file() and p.relative_to(root).parts[0] in FOLDERS
-    }
+    sizes = file_sizes(root)
     total = sum(sizes.values())
     with (
         tempfile.TemporaryDirectory() as tmp,

@@ -47,17 +47,22 @@ def whole_files(requests, sizes: dict[str, int]) -> int:
     )
 
 
+def file_sizes(root: Path) -> dict[str, int]:
+    """Size in bytes of each file of the dataset at ``root``, by path relative to it."""
+    return {
+        p.relative_to(root).as_posix(): p.stat().st_size
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).parts[0] in FOLDERS
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path, help="a local v2.1 dataset folder")
     parser.add_argument("--no-check", action="store_true", help="plan only")
     args = parser.parse_args()
     root = args.folder.resolve()
-    sizes = {
-        p.relative_to(root).as_posix(): p.stat().st_size
-        for p in root.rglob("*")
-        if p.is_file() and p.relative_to(root).parts[0] in FOLDERS
-    }
+    sizes = file_sizes(root)
     total = sum(sizes.values())
     with (
         tempfile.TemporaryDirectory() as tmp,
