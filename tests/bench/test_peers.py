@@ -186,3 +186,69 @@ def test_the_workflow_pairs_the_lance_copy_with_its_loader_only(monkeypatch):
     assert bench.scenario_dataset("d", names[0], "x") == (
         "results/d/copies/lance/v3.0/meta/info.json"
     )
+
+
+def test_check_items_compares_with_the_same_episode_selection(v30):
+    meta = read_meta(v30)
+    delta = mode_delta_timestamps("sarm", meta.camera_keys, meta.fps, {})
+    chosen = MapDataset(v30, delta_timestamps=delta, episodes=[1, 3])
+    items = [chosen[0], chosen[len(chosen) - 1]]
+    assert int(items[0]["episode_index"]) == 1 and int(items[1]["episode_index"]) == 3
+    same = peers.check_items(items, v30, delta, "uint8", episodes=[1, 3])
+    assert same["equal"] and same["episodes"] == [1, 3]
+    assert same["indices"] == [int(i["index"]) for i in items] and same["indices"][0] > 0
+    # an item of an episode left out is a mismatch, not compared with another frame
+    outside = MapDataset(v30, delta_timestamps=delta, episodes=[0])[0]
+    differ = peers.check_items([*items, outside], v30, delta, "uint8", episodes=[1, 3])
+    assert not differ["equal"]
+    assert differ["mismatches"] == [
+        {"index": 0, "key": "index", "difference": "frame 0 is not in the selected episodes [1, 3]"}
+    ]
+
+
+def test_a_peer_that_cannot_select_episodes_is_skipped(tmp_path, monkeypatch):
+    from robopipe.workflow import bench
+
+    monkeypatch.setattr(bench, "peer_packages", lambda python: {"lerobot": "0.6.1"})
+    matrix = {
+        "loader": ["robopipe_stream", "lerobot_map", "lerobot_stream"],
+        "source": ["local"],
+        "mode": ["single"],
+        "decode": ["cpu"],
+        "workers": [0],
+        "nodes": [1],
+    }
+    config = {"matrix": matrix, "lerobot_python": "python3"}
+    every = bench.scenarios(config, False)
+    assert "lerobot_stream_local_single_cpu_w0_n1" in every and len(every) == 3
+    assert sorted(bench.scenarios(config, False, episodes_selected=True)) == [
+        "lerobot_map_local_single_cpu_w0_n1",
+        "robopipe_stream_local_single_cpu_w0_n1",
+    ]
+    assert bench.skipped_peers(config) == {}
+    assert bench.skipped_peers(config, episodes_selected=True) == {
+        "lerobot_stream": f"episodes are selected and lerobot_stream {peers.CANNOT_SELECT}"
+    }
+    # the runner refuses it too, before the peer reads anything
+    monkeypatch.setattr(peers, "peer_version", lambda python, package: "lerobot 0.6.1")
+    chosen = Settings(**{**QUICK.__dict__, "lerobot_python": "python3", "episodes": [1]})
+    with pytest.raises(ValueError, match="cannot select episodes"):
+        run_scenario("one", tmp_path, "lerobot_stream_local_single_cpu_w0_n1", chosen)
+
+
+@needs_peers
+@pytest.mark.parametrize(
+    ("fixture", "scenario"),
+    [
+        ("single_file", "lerobot_map_local_sarm_cpu_w0_n1"),
+        ("lance_copy", "lancedb_map_local_single_elance_cpu_w0_n1"),
+    ],
+)
+def test_peers_read_the_selected_episodes_only(request, fixture, scenario):
+    root = request.getfixturevalue(fixture)
+    result = _peer_result(root, scenario, episodes=[1, 4])
+    check = result["peer_check"]
+    assert check["episodes"] == [1, 4]
+    source = request.getfixturevalue("single_file")
+    frames = MapDataset(source, episodes=[1, 4]).frames
+    assert set(check["indices"]) <= set(frames.tolist())

@@ -23,7 +23,15 @@ from robopipe.copies.encodings import ENCODING_PATTERN
 def bench_scenarios(dataset):
     """The scenarios of the configured matrix that apply to `dataset`."""
     robomimic = DATASETS.kind(dataset) == "robomimic"
-    return bench_jobs.scenarios(config["bench"], robomimic_source=robomimic)
+    return bench_jobs.scenarios(
+        config["bench"], robomimic_source=robomimic, episodes_selected=episodes_selected(dataset)
+    )
+
+
+def episodes_selected(dataset):
+    """Whether the loaders read some episodes of `dataset` only (a v3.0 dataset's
+    `episodes:` or `skip_episodes`): a loader that cannot select episodes does not run."""
+    return DATASETS.is_v30(dataset) and DATASETS.episodes(dataset) is not None
 
 
 def scenario_resource(key):

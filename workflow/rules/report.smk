@@ -97,7 +97,10 @@ rule report_dataset:
         ROBOPIPE_ENV
     params:
         logs=LOGS_DIR,
-        skipped_peers=skipped_peers(config.get("bench", {})),  # loader -> why not run
+        # loader -> why not run
+        skipped_peers=lambda w: skipped_peers(
+            config.get("bench", {}), episodes_selected(w.dataset)
+        ),
     script:
         "../../scripts/report.py"
 

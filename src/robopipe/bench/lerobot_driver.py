@@ -9,7 +9,8 @@ the loader reads: ``root``, an ``s3://`` URI of a Lance layout, or ``hf://datase
 storage_options (LanceDBDataset's object-store options), revision (of an ``hf`` repo),
 dataset (``module:class``, the loader's ``robopipe.bench.registry.LoaderSpec.dataset``),
 stream (an iterable dataset), delta_timestamps, video_keys, batch_size, workers, image_dtype,
-warmup_batches, steady_s, probe_samples, tolerance_s, seed, check_items (items kept for the
+warmup_batches, steady_s, probe_samples, tolerance_s, seed, episodes (the episodes read,
+each loader's ``episodes=``; None: all), check_items (items kept for the
 equality check), out (the JSON file written: the measurements of
 ``measure.measure_throughput`` and ``measure.measure_latency``), items_out (``torch.save``
 of the kept items: a list of dicts of tensors, strings and numbers).
@@ -33,13 +34,14 @@ LANCE = "lerobot_lancedb:LanceDBDataset"
 def make_dataset(args: dict):
     """The peer's dataset: ``LanceDBDataset(root=url)``; ``StreamingLeRobotDataset`` of a
     local root, or of an ``hf://datasets/<repo>`` url (through ``HF_ENDPOINT``);
-    ``LeRobotDataset`` of a local root (torchcodec)."""
+    ``LeRobotDataset`` of a local root (torchcodec); each given ``episodes=``."""
     module, name = args["dataset"].split(":")
     dataset_cls = getattr(importlib.import_module(module), name)
     common = dict(
         delta_timestamps=args["delta_timestamps"],
         tolerance_s=args["tolerance_s"],
         return_uint8=args["image_dtype"] == "uint8",
+        episodes=args["episodes"],
     )
     if args["dataset"] == LANCE:
         return dataset_cls(root=args["url"], storage_options=args["storage_options"], **common)

@@ -23,6 +23,11 @@ LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")
 # the distributions whose versions name the peers (robopipe.bench.registry.LoaderSpec.peer_package)
 PEER_DISTRIBUTIONS = ("lerobot", "lerobot-lancedb", "lancedb", "torch")
 CHECK_ITEMS = 8  # items of each peer scenario compared with robopipe's
+# why a loader that ignores episodes= (LoaderSpec.selects_episodes) does not run on a selection
+CANNOT_SELECT = (
+    "cannot select episodes (lerobot 0.6.1's StreamingLeRobotDataset keeps episodes= but "
+    "streams every data file), so it would read episodes the check left out"
+)
 NO_PEERS = (
     "no peer environment: bench.lerobot_python is unset and .venv-lerobot/bin/python does "
     "not exist (bash tools/install.sh --peers makes it; it needs Python 3.12)"
@@ -69,14 +74,16 @@ def peer_version(python: str | None, package: str) -> str | None:
 def run_peer(scenario, spec, root: Path, url: str, options: dict | None, settings) -> dict:
     """Measure peer loader ``spec`` on ``scenario`` in ``settings.lerobot_python``
     (``lerobot_driver.py``), reading ``url`` (``root`` itself, an ``s3://`` Lance layout, or
-    ``hf://datasets/<repo>[@<revision>]`` through ``HF_ENDPOINT``).
+    ``hf://datasets/<repo>[@<revision>]`` through ``HF_ENDPOINT``), on the episodes
+    ``settings.episodes`` selects (the peer's ``episodes=``; None: all).
 
     Returns:
         the driver's measurements, ``device`` (cpu), ``peer_version`` and the kept items
         under ``peer_items`` (a list of dicts, for :func:`check_items`).
 
     Raises:
-        ValueError: no peer interpreter, or it lacks ``spec.peer_package``.
+        ValueError: no peer interpreter, or it lacks ``spec.peer_package``; or episodes are
+            selected and the loader cannot select them (``spec.selects_episodes``).
         RuntimeError: the driver failed (its stderr's tail in the message).
     """
     import torch
@@ -90,6 +97,8 @@ def run_peer(scenario, spec, root: Path, url: str, options: dict | None, setting
             f"{scenario.name}: {spec.name} needs {spec.peer_package} in the peer environment "
             f"({settings.lerobot_python or NO_PEERS})"
         )
+    if settings.episodes is not None and not spec.selects_episodes:
+        raise ValueError(f"{scenario.name}: {spec.name} {CANNOT_SELECT}")
     meta = read_meta(root)
     delta = mode_delta_timestamps(scenario.mode, meta.camera_keys, meta.fps, settings.windows)
     with tempfile.TemporaryDirectory(prefix="robopipe-peer-") as tmp:
@@ -111,6 +120,7 @@ def run_peer(scenario, spec, root: Path, url: str, options: dict | None, setting
             "probe_samples": settings.probe_samples,
             "tolerance_s": settings.tolerance_s,
             "seed": settings.seed,
+            "episodes": settings.episodes,
             "check_items": CHECK_ITEMS,
             "out": str(out),
             "items_out": str(items_out),
@@ -155,16 +165,24 @@ def _lance_options(options: dict | None) -> dict:
     return {k: v for k, v in lance.items() if v}
 
 
-def check_items(items: list[dict], reference_root: str | Path, delta, image_dtype: str) -> dict:
+def check_items(
+    items: list[dict],
+    reference_root: str | Path,
+    delta,
+    image_dtype: str,
+    episodes: list[int] | None = None,
+) -> dict:
     """Compare a peer's items with robopipe's ``MapDataset`` items of the same ``index`` on the
-    local dataset ``reference_root`` (same ``delta_timestamps`` and ``image_dtype``).
+    local dataset ``reference_root`` (same ``delta_timestamps``, ``image_dtype`` and
+    ``episodes`` selection). A peer item whose ``index`` is not a frame of the selected
+    episodes is a mismatch (key ``index``).
 
     Every key both return is compared: tensors by dtype, shape and values (exactly), other
     values by equality. Keys only one side returns are listed, not counted as a mismatch.
 
     Returns:
-        ``indices`` (frame indices compared), ``image_dtype``, ``dtypes`` (the peer's dtype
-        per tensor key), ``only_peer_keys``, ``only_robopipe_keys``, ``keys_compared``,
+        ``indices`` (frame indices compared), ``image_dtype``, ``episodes``, ``dtypes`` (the
+        peer's dtype per tensor key), ``only_peer_keys``, ``only_robopipe_keys``, ``keys_compared``,
         ``mismatches`` (up to 10: index, key, what differs, and for values the largest
         absolute difference), ``equal`` (no mismatch in any compared key, and at least one
         item compared).
@@ -173,11 +191,18 @@ def check_items(items: list[dict], reference_root: str | Path, delta, image_dtyp
 
     from robopipe.loading import MapDataset
 
-    reference = MapDataset(reference_root, delta_timestamps=delta, image_dtype=image_dtype)
+    reference = MapDataset(
+        reference_root, delta_timestamps=delta, image_dtype=image_dtype, episodes=episodes
+    )
     mismatches, dtypes, only_peer, only_ours, compared = [], {}, set(), set(), set()
     for item in items:
         index = int(item["index"])
-        ours = reference[index]
+        position = _position(reference.frames, index)
+        if position is None:
+            why = f"frame {index} is not in the selected episodes {episodes}"
+            mismatches.append({"index": index, "key": "index", "difference": why})
+            continue
+        ours = reference[position]
         only_peer |= set(item) - set(ours)
         only_ours |= set(ours) - set(item)
         for key in sorted(set(item) & set(ours)):
@@ -193,6 +218,7 @@ def check_items(items: list[dict], reference_root: str | Path, delta, image_dtyp
     return {
         "indices": [int(i["index"]) for i in items],
         "image_dtype": image_dtype,
+        "episodes": episodes,
         "dtypes": dtypes,
         "keys_compared": sorted(compared),
         "only_peer_keys": sorted(only_peer),
@@ -200,6 +226,17 @@ def check_items(items: list[dict], reference_root: str | Path, delta, image_dtyp
         "mismatches": mismatches[:10],
         "equal": bool(items) and not mismatches,
     }
+
+
+def _position(frames, index: int) -> int | None:
+    """The item position of global frame ``index`` in a selection's ``frames`` (ascending;
+    None: every frame, position = index), or None when it is not selected."""
+    if frames is None:
+        return index
+    import numpy as np
+
+    position = int(np.searchsorted(frames, index))
+    return position if position < len(frames) and frames[position] == index else None
 
 
 def _tensor_difference(theirs, mine) -> str | None:

@@ -60,6 +60,9 @@ class LoaderSpec:
         remote_sources: the remote sources it reads, when :attr:`remote`.
         cuda: can decode on cuda; otherwise cpu only.
         multi_node: can run as one rank per node; otherwise on one node only.
+        selects_episodes: reads only the episodes it is given (``episodes=``, as
+            LeRobotDataset's); a loader that cannot does not run on a dataset with an episode
+            selection, since it would read episodes the check left out.
     """
 
     name: str
@@ -78,13 +81,20 @@ class LoaderSpec:
     remote_sources: tuple[str, ...] = ("http", "s3", "hf")
     cuda: bool = False
     multi_node: bool = True
+    selects_episodes: bool = True
 
-    def applies(self, *, robomimic_source: bool, peers: Collection[str]) -> bool:
+    def applies(
+        self, *, robomimic_source: bool, peers: Collection[str], episodes_selected: bool = False
+    ) -> bool:
         """Whether a scenario of this loader runs for a dataset: a loader of the peer
         interpreter only when that has its :attr:`peer_package` (``peers``: the distributions
         installed there, :func:`robopipe.bench.peers.peer_packages`), loaders that read a
-        robomimic file only for a dataset whose source is one (``robomimic_source``)."""
+        robomimic file only for a dataset whose source is one (``robomimic_source``), and
+        only a loader that :attr:`selects_episodes` for a dataset whose episodes are
+        selected (``episodes_selected``: a v3.0 dataset's ``episodes:``/``skip_episodes``)."""
         if self.needs_lerobot_python and self.peer_package not in peers:
+            return False
+        if episodes_selected and not self.selects_episodes:
             return False
         return robomimic_source or not self.robomimic_only
 
@@ -182,6 +192,7 @@ LOADERS: dict[str, LoaderSpec] = {
             stream=True,
             remote=True,
             remote_sources=("hf",),  # hf://datasets/ (or hf://buckets/) only, not s3 or http
+            selects_episodes=False,  # 0.6.1 keeps episodes= but streams every data file
         ),
         LoaderSpec(
             "lancedb_map",

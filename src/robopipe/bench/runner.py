@@ -290,7 +290,8 @@ def _version(package: str | None) -> str | None:
 
 def _peer_check(measured: dict, scenario: Scenario, root: Path, settings: Settings):
     """A peer-environment loader's items compared with robopipe's (``check_items``) on the
-    local dataset (for the ``lance`` copy: the v3.0 folder it was made from), or None."""
+    local dataset (for the ``lance`` copy: the v3.0 folder it was made from) with the same
+    episode selection, or None."""
     if "peer_items" not in measured:
         return None
     reference = root
@@ -298,7 +299,9 @@ def _peer_check(measured: dict, scenario: Scenario, root: Path, settings: Settin
         reference = Path(json.loads((root.parent / Path(COPY_FILE).name).read_text())["source"])
     meta = read_meta(reference)
     delta = mode_delta_timestamps(scenario.mode, meta.camera_keys, meta.fps, settings.windows)
-    return check_items(measured["peer_items"], reference, delta, settings.image_dtype)
+    return check_items(
+        measured["peer_items"], reference, delta, settings.image_dtype, settings.episodes
+    )
 
 
 def _network_fields(bytes_fetched: int | None, requests: int | None, samples: int) -> dict:

@@ -7,7 +7,7 @@ A scenario is named ``{loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}
 
 from __future__ import annotations
 
-from robopipe.bench.peers import NO_PEERS, peer_packages, peer_python
+from robopipe.bench.peers import CANNOT_SELECT, NO_PEERS, peer_packages, peer_python
 from robopipe.bench.registry import get_loader
 from robopipe.bench.scenarios import expand_matrix, parse_scenario
 from robopipe.copies.encodings import LANCE
@@ -19,10 +19,11 @@ CUDA_ENCODING = "h264g2"
 NOT_SETTINGS = ("matrix", "ceiling_frames")
 
 
-def scenarios(bench: dict, robomimic_source: bool) -> list[str]:
+def scenarios(bench: dict, robomimic_source: bool, episodes_selected: bool = False) -> list[str]:
     """The scenario names of the configured matrix that apply to a dataset, in matrix order:
     each loader's (robopipe.bench.registry) rule, given whether the dataset's source is a
-    robomimic file and which peer packages the peer interpreter has
+    robomimic file, whether its episodes are selected (``LoaderSpec.selects_episodes``) and
+    which peer packages the peer interpreter has
     (:func:`robopipe.bench.peers.peer_python`); combinations of a loader and a copy it does
     not read (``LoaderSpec.reads``: the ``lance`` copy and the other loaders) are left out."""
     peers = peer_packages(peer_python(bench))
@@ -30,24 +31,27 @@ def scenarios(bench: dict, robomimic_source: bool) -> list[str]:
     for name in expand_matrix(bench["matrix"]):
         scenario = parse_scenario(name)
         spec = get_loader(scenario.loader)
-        if spec.applies(robomimic_source=robomimic_source, peers=peers) and spec.reads(
-            scenario.encoding
-        ):
+        if spec.applies(
+            robomimic_source=robomimic_source, peers=peers, episodes_selected=episodes_selected
+        ) and spec.reads(scenario.encoding):
             chosen.append(name)
     return chosen
 
 
-def skipped_peers(bench: dict) -> dict[str, str]:
+def skipped_peers(bench: dict, episodes_selected: bool = False) -> dict[str, str]:
     """{loader: why its scenarios do not run} for the matrix's peer loaders that the peer
-    interpreter cannot run (none, or without the loader's package)."""
+    interpreter cannot run (none, or without the loader's package), or that cannot select
+    the episodes a dataset selects (``episodes_selected``; ``LoaderSpec.selects_episodes``)."""
     python = peer_python(bench)
     peers = peer_packages(python)
-    return {
-        name: NO_PEERS if not python else f"{python} has no {spec.peer_package}"
-        for name in bench.get("matrix", {}).get("loader", [])
-        for spec in [get_loader(name)]
-        if spec.needs_lerobot_python and spec.peer_package not in peers
-    }
+    skipped = {}
+    for name in bench.get("matrix", {}).get("loader", []):
+        spec = get_loader(name)
+        if spec.needs_lerobot_python and spec.peer_package not in peers:
+            skipped[name] = NO_PEERS if not python else f"{python} has no {spec.peer_package}"
+        elif episodes_selected and not spec.selects_episodes:
+            skipped[name] = f"episodes are selected and {name} {CANNOT_SELECT}"
+    return skipped
 
 
 def scenario_encoding(name: str) -> str | None:
