@@ -19,6 +19,10 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+# pids of the servers a benchmark runs as its children (``robopipe.bench.servers`` adds
+# them): left out of the loader's CPU seconds (tree_cpu_s)
+SERVER_PIDS: set[int] = set()
+
 
 class ZeroSamplesError(RuntimeError):
     """The loader yielded no sample at all: a benchmark of it is meaningless."""
@@ -30,7 +34,9 @@ def batch_frames(batch: dict, video_keys: list[str]) -> int:
 
 
 def tree_cpu_s(pid: int | None = None) -> float | None:
-    """User + system CPU seconds of a process and all its descendants (Linux ``/proc``).
+    """User + system CPU seconds of a process and all its descendants (Linux ``/proc``),
+    except the benchmark's own servers (:data:`SERVER_PIDS`: nginx, moto) and their
+    descendants, whose work a remote server would do.
 
     On a shared machine, CPU seconds per sample compare loaders better than wall-clock
     rates. None where ``/proc`` is unavailable.
@@ -46,7 +52,7 @@ def tree_cpu_s(pid: int | None = None) -> float | None:
             total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split()]
+                    todo += [int(c) for c in f.read().split() if int(c) not in SERVER_PIDS]
     except (OSError, ValueError):
         return None if p == pid else total
     return total

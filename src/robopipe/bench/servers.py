@@ -4,6 +4,13 @@ The benchmark's ``http`` and ``s3`` sources use these when config gives no remot
 tests use them to check that streaming from a real server yields the same items as the
 local path. :class:`RangeRequestHandler` (Python's ``http.server`` with Range requests) is
 what the Hub stand-in (``tests/hub_standin.py``) builds on.
+
+Both servers run as child processes, whose pids ``robopipe.bench.measure.SERVER_PIDS``
+lists, so that a loader's CPU seconds (``robopipe.bench.measure.tree_cpu_s``) leave out the
+server's, as they would for a remote server. moto is costly per request: it reads an object's
+whole value to answer a ranged GET (``FakeKey.value``, under the object's lock, so one request
+at a time per object): about 100 ms and 85 CPU ms for 18 KB of cr5's 154 MB mp4, against
+nginx's 0.3 ms (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -17,11 +24,15 @@ import re
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+
+from robopipe.bench.measure import SERVER_PIDS
 
 RANGE = re.compile(r"bytes=(\d*)-(\d*)$")
 
@@ -181,27 +192,14 @@ class NginxServer:
         raise RuntimeError(f"nginx did not start: no free port after {attempts} attempts")
 
     def _wait_ready(self, timeout_s: float = 10.0) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                return False
-            with (
-                contextlib.suppress(OSError),
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5),
-            ):
-                return True
-            time.sleep(0.02)
+        if _listening(self.process, self.port, timeout_s):
+            SERVER_PIDS.add(self.process.pid)
+            return True
         self.stop()
         return False
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()  # SIGTERM: nginx's fast shutdown
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        _stop(self.process)  # SIGTERM: nginx's fast shutdown
 
     def totals(self) -> dict[str, int]:
         """Bytes sent to clients (headers included) and requests, from the access log."""
@@ -233,6 +231,36 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _listening(process: subprocess.Popen, port: int, timeout_s: float) -> bool:
+    """Whether ``process`` accepts connections on 127.0.0.1:``port`` within ``timeout_s``
+    (False once it has exited)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", port), timeout=0.5),
+        ):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _stop(process: subprocess.Popen | None) -> None:
+    """SIGTERM ``process`` (SIGKILL after 10 s) and reap it."""
+    if process is None:
+        return
+    SERVER_PIDS.discard(process.pid)
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 @contextlib.contextmanager
 def serve_nginx(root: str | Path) -> Iterator[NginxServer]:
     """Serve ``root`` with nginx at ``http://127.0.0.1:<free port>``; yield the server.
@@ -257,24 +285,53 @@ def serve_http(root: str | Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serve_s3(root: str | Path) -> Iterator[tuple[str, dict]]:
-    """Upload ``root`` to a moto S3 server on 127.0.0.1; yield (``s3://<bucket>/<name>``,
-    s3fs storage options). Each call makes a new bucket (moto keeps buckets per process)."""
-    from moto.server import ThreadedMotoServer
+def serve_moto(attempts: int = 5) -> Iterator[str]:
+    """Run moto's S3 server (``python -m moto.server``) as a child process on 127.0.0.1 at a
+    free port; yield its endpoint URL ``http://127.0.0.1:<port>``.
 
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    Raises:
+        RuntimeError: the server did not start (its stderr is quoted).
+    """
+    for _ in range(attempts):
+        port = _free_port()
+        process = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        if _listening(process, port, timeout_s=60.0):
+            break
+        _stop(process)
+        text = process.stderr.read().decode(errors="replace")
+        if "Address already in use" not in text:
+            raise RuntimeError(f"moto's server did not start: {text.strip()[-2000:]}")
+    else:
+        raise RuntimeError(f"moto's server did not start: no free port after {attempts} attempts")
+    SERVER_PIDS.add(process.pid)
+    # werkzeug logs every request on stderr: drain it so that a full pipe never stalls moto
+    drain = threading.Thread(target=process.stderr.read, daemon=True)
+    drain.start()
     try:
-        host, port = server.get_host_and_port()
-        endpoint = f"http://{host}:{port}"
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        _stop(process)
+        drain.join(timeout=10)
+
+
+@contextlib.contextmanager
+def serve_s3(root: str | Path) -> Iterator[tuple[str, dict]]:
+    """Upload ``root`` to a new bucket of a moto S3 server (:func:`serve_moto`, a child
+    process) on 127.0.0.1; yield (``s3://<bucket>/<name>``, s3fs storage options)."""
+    import s3fs
+
+    with serve_moto() as endpoint:
         options = {
             "key": "testing",
             "secret": "testing",
             "client_kwargs": {"endpoint_url": endpoint},
         }
-        import s3fs
-
-        fs = s3fs.S3FileSystem(**options)
+        fs = s3fs.S3FileSystem(**options, skip_instance_cache=True)
         bucket = f"robopipe-{uuid.uuid4().hex[:12]}"
         fs.mkdir(bucket)
         root = Path(root)
@@ -282,5 +339,3 @@ def serve_s3(root: str | Path) -> Iterator[tuple[str, dict]]:
         for path in sorted(p for p in root.rglob("*") if p.is_file()):
             fs.put_file(str(path), f"{prefix}/{path.relative_to(root).as_posix()}")
         yield f"s3://{prefix}", options
-    finally:
-        server.stop()
