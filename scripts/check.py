@@ -1,6 +1,8 @@
 """Snakemake job: check the whole source of one dataset (results/{dataset}/check.json): a
 v2.1 source before it is converted, a v3.0 one (a local folder, or any fsspec URL, read by
-range requests) before any loader reads it.
+range requests) before any loader reads it. A local v3.0 folder is also given to
+lerobot-lance-doctor where the peer environment exists; its verdict is check.json's
+``doctor``, and a flag fails the check (a note where episodes are left out).
 
 Every problem goes to the log, one line each, and the full report to check.json; with
 problems the job fails, Snakemake removes check.json, and the report stays in the log folder
@@ -32,7 +34,11 @@ with logged(snakemake, pandas=False) as log:
             skip_episodes=options.skip_episodes,
             episodes=snakemake.params.episodes,
             previous=read_report(files),
+            doctor=True,
+            doctor_python=snakemake.params.peer_python,
         )
+        doctor = report.doctor or {}
+        log.info("lerobot-lance-doctor: %s", doctor.get("skipped") or doctor.get("passed"))
     else:
         report = check_source(
             snakemake.params.source,

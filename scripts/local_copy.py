@@ -16,7 +16,10 @@ with logged(snakemake) as log:
         tolerance_s=snakemake.params.tolerance_s,
         skip_episodes=snakemake.params.skip_episodes,
         episodes=snakemake.params.episodes,
+        doctor_python=snakemake.params.peer_python,
         # the files the remote check read: all there is where the server lists nothing
         known=json.loads(Path(snakemake.input[0]).read_text())["files"],
     )
     log.info("%s: %d files copied and checked", snakemake.params.url, len(report.files))
+    doctor = report.doctor or {}
+    log.info("lerobot-lance-doctor: %s", doctor.get("skipped") or doctor.get("passed"))

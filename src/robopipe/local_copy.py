@@ -59,6 +59,7 @@ def make_local_copy(
     skip_episodes: Iterable[int] = (),
     episodes: Iterable[int] | None = None,
     known: Iterable[str] = (),
+    doctor_python: str | None = None,
 ) -> CheckReport:
     """Fetch the v3.0 dataset at ``url`` into the folder ``dest`` (which must not exist),
     check it, and move it into place.
@@ -70,6 +71,8 @@ def make_local_copy(
             ``.<dest name>.download`` beside it.
         tolerance_s, skip_episodes, episodes: the check's (:func:`check_v30`).
         known: files to fetch besides those a listing finds (:func:`remote_files`).
+        doctor_python: the peer interpreter whose ``lerobot-lance-doctor`` also judges the
+            copy (``check_v30(doctor=True)``; None: the verdict says it was skipped).
 
     Returns:
         The local copy's check report (ok).
@@ -90,7 +93,15 @@ def make_local_copy(
         fs.get_file(f"{root}/{rel}", str(part))
         os.replace(part, target)
     check = {} if tolerance_s is None else {"tolerance_s": tolerance_s}
-    report = check_v30(staging, name, skip_episodes=skip_episodes, episodes=episodes, **check)
+    report = check_v30(
+        staging,
+        name,
+        skip_episodes=skip_episodes,
+        episodes=episodes,
+        doctor=True,
+        doctor_python=doctor_python,
+        **check,
+    )
     if not report.ok:
         raise DatasetError(name, f"its local copy {staging} fails the check: {report.summary()}")
     if dest.exists():  # the empty folders Snakemake makes for the output

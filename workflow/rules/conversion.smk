@@ -164,6 +164,7 @@ rule source_check:
         v30=lambda w: DATASETS.is_v30(w.dataset),
         storage_options=lambda w: DATASETS.storage_options(w.dataset),
         episodes=lambda w: DATASETS.episodes(w.dataset) if DATASETS.is_v30(w.dataset) else None,
+        peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's (v3.0)
     script:
         "../../scripts/check.py"
 

@@ -1,6 +1,7 @@
 # Sources that a rule makes: the generated demo dataset and the local copy of
 # a remote v3.0 dataset (made only where a job needs local files: a `local` scenario, a
 # training copy, a served http/s3 scenario, a push).
+from robopipe.bench.peers import peer_python
 from robopipe.layout import (
     CHECK_FILE,
     DEMO_DIR,
@@ -49,5 +50,6 @@ rule local_copy:
         tolerance_s=lambda w: DATASETS.options(w.dataset).tolerance_s,
         skip_episodes=lambda w: DATASETS.options(w.dataset).skip_episodes,
         episodes=lambda w: DATASETS.episodes(w.dataset),
+        peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's
     script:
         "../../scripts/local_copy.py"

@@ -128,6 +128,8 @@ class CheckReport:
         notes: what does not (stray files, changed source files, skipped episodes' problems).
         files: every source file the conversion reads: ``[size in bytes, mtime in ns]``.
         episodes: episodes listed in ``episodes.jsonl``.
+        doctor: a v3.0 source's outside opinion (``lerobot-lance-doctor``,
+            :func:`robopipe.conversion.doctor.doctor_opinion`); None where it was not asked.
     """
 
     dataset: str
@@ -137,6 +139,7 @@ class CheckReport:
     notes: list[Problem] = field(default_factory=list)
     files: dict[str, list[int]] = field(default_factory=dict)
     episodes: int = 0
+    doctor: dict | None = None
 
     @property
     def ok(self) -> bool:
@@ -156,6 +159,7 @@ class CheckReport:
             "problems": [dataclasses.asdict(p) for p in self.problems],
             "notes": [dataclasses.asdict(p) for p in self.notes],
             "files": self.files,
+            **({} if self.doctor is None else {"doctor": self.doctor}),
         }
 
     def summary(self, *, first: int = 5, path: str | Path | None = None) -> str:

@@ -55,6 +55,7 @@ import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.conversion.check import KNOWN_EXTRA_FILES, CheckReport, Problem, _changes
+from robopipe.conversion.doctor import doctor_opinion
 from robopipe.conversion.meta import INFO_KEYS
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import declared_stream, template_fields
@@ -105,6 +106,8 @@ def check_v30(
     skip_episodes: Iterable[int] = (),
     episodes: Iterable[int] | None = None,
     previous: Mapping | None = None,
+    doctor: bool = False,
+    doctor_python: str | None = None,
 ) -> CheckReport:
     """Check the v3.0 dataset at ``root`` completely; never raises for bad data.
 
@@ -123,6 +126,10 @@ def check_v30(
         episodes: the episodes that are read (a dataset's ``episodes:``, as LeRobotDataset's
             ``episodes=``); the problems of every other episode become notes. None: all.
         previous: an earlier report's JSON: files that changed since are listed as notes.
+        doctor: also ask ``lerobot-lance-doctor`` of the peer interpreter ``doctor_python``
+            (:func:`robopipe.conversion.doctor.doctor_opinion`: a local folder only; its flag
+            is a problem, or a note where episodes are left out); the verdict is the
+            report's ``doctor``.
 
     Returns:
         A :class:`~robopipe.conversion.check.CheckReport` (``repairs`` is empty: no repair
@@ -157,6 +164,13 @@ def check_v30(
         report.notes += [p for p in report.problems if left_out(p)]
         report.problems = [p for p in report.problems if not left_out(p)]
         report.notes += checker.stray_files()
+        if doctor:
+            selected = bool(skip) or chosen is not None
+            report.doctor, flag = doctor_opinion(
+                report.source, doctor_python, name, local=local, selected=selected
+            )
+            if flag:
+                (report.notes if selected else report.problems).append(flag)
     if previous is not None:
         report.notes += _changes(previous.get("files", {}), report.files)
     return report

@@ -7,6 +7,9 @@ DATA (every referenced parquet exists, rows add up to ``total_frames``, no orpha
 VIDEOS (every referenced mp4 exists, is non-empty and opens, no orphan mp4) and SUPPLY (each
 mp4's container declares at least the frames the episodes imply). Its exit code is the
 number of failed checks.
+
+:func:`run_doctor` gives validation's opinion of a published output; :func:`doctor_opinion`
+the check's of a v3.0 source (``check_v30(doctor=True)``).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from robopipe.conversion.check import Problem
 from robopipe.errors import DatasetError
 
 DOCTOR = "lerobot-lance-doctor"  # the console script next to the peer interpreter
@@ -62,3 +66,42 @@ def run_doctor(root: str | Path, python: str | None, name: str) -> dict:
         "checks": checks,
         "output": output,
     }
+
+
+def doctor_opinion(
+    root: str | Path, python: str | None, name: str, *, local: bool, selected: bool
+) -> tuple[dict, Problem | None]:
+    """The doctor's opinion of the v3.0 source ``root`` for its check (:func:`run_doctor`).
+
+    Args:
+        root: the dataset's folder (local), or its URL.
+        python: the peer interpreter (None: the doctor is skipped).
+        name: the dataset name (messages).
+        local: ``root`` is a local folder; the doctor reads local files only, so a remote
+            dataset is not given to it (its local copy is, where rule ``local_copy`` makes one).
+        selected: episodes are left out (``episodes:`` or ``skip_episodes``); the doctor
+            reads every episode, so its flag is then a note, not a problem.
+
+    Returns:
+        (verdict for ``check.json``: :func:`run_doctor`'s, ``{"tool", "passed": False,
+        "message"}`` when it flags the dataset, or ``{"tool": None, "passed": None,
+        "skipped": why}``; the flag as a :class:`~robopipe.conversion.check.Problem` of kind
+        ``doctor``, or None).
+    """
+    from robopipe.bench.peers import peer_version
+
+    if not local:
+        why = f"{root} is remote and the doctor reads local files (it runs on a local copy)"
+        return {"tool": None, "passed": None, "skipped": f"{DOCTOR} not run: {why}"}, None
+    try:
+        return run_doctor(root, python, name), None
+    except DatasetError as exc:
+        verdict = {
+            "tool": peer_version(python, "lerobot-lancedb"),
+            "passed": False,
+            "message": exc.reason,
+        }
+        message = exc.reason
+        if selected:
+            message += " (a note: the doctor reads every episode, those left out included)"
+        return verdict, Problem("doctor", message)
