@@ -48,6 +48,7 @@ from robopipe.formats.v21_reader import (
     episode_index_problems,
     info_problem,
     normalise_template,
+    read_episode_lines,
     read_json,
     read_jsonl,
     source_root,
@@ -294,17 +295,15 @@ def _check_metadata(root: Path, name: str, report: CheckReport, remote=None):
         _record(root, rel, report.files)
     episodes, tasks = [], []
     try:
-        lines = read_jsonl(root, V21_EPISODES_PATH, name)
-        for episode, message in episode_index_problems(lines, info["total_episodes"]):
+        lines = read_episode_lines(root, V21_EPISODES_PATH, name)
+        for episode, message in episode_index_problems(lines.heads, info["total_episodes"]):
             meta_problems.append(Problem("episode_index", message, episode, V21_EPISODES_PATH))
-        # the listed episodes that can be checked: each valid index once
-        by_index = {
-            e["episode_index"]: e
-            for e in reversed(lines)
-            if isinstance(e.get("episode_index"), int)
-            and 0 <= e["episode_index"] < info["total_episodes"]
-        }
-        episodes = [by_index[i] for i in sorted(by_index)]
+        # the listed episodes that can be checked: each valid index once (its first line)
+        by_index: dict[int, int] = {}
+        for position, (index, _) in enumerate(lines.heads):
+            if isinstance(index, int) and 0 <= index < info["total_episodes"]:
+                by_index.setdefault(index, position)
+        episodes = lines.take([by_index[i] for i in sorted(by_index)])
     except DatasetError as exc:
         meta_problems.append(Problem("metadata", exc.reason, file=V21_EPISODES_PATH))
     try:

@@ -15,10 +15,13 @@ import json
 import os
 import string
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from robopipe.errors import DatasetError
 from robopipe.layout import (
@@ -74,7 +77,8 @@ class V21Source:
         name: dataset name used in error messages.
         root: the folder holding ``meta/``, ``data/`` and ``videos/``.
         info: ``meta/info.json`` as a dict.
-        episodes: ``meta/episodes.jsonl`` lines, sorted by ``episode_index``.
+        episodes: ``meta/episodes.jsonl`` lines, sorted by ``episode_index``
+            (:class:`EpisodeLines`, or a list of dicts).
         tasks: task strings by ``task_index``.
         video_keys: the cameras (features of dtype ``video``), sorted as lerobot sorts them.
         remote: where the files are when the source is remote
@@ -85,7 +89,7 @@ class V21Source:
     name: str
     root: Path
     info: dict
-    episodes: list[dict]
+    episodes: Sequence[dict]
     tasks: list[str]
     video_keys: list[str] = field(default_factory=list)
     remote: RemoteSource | None = None
@@ -263,10 +267,10 @@ def load_source(root: str | Path, name: str, *, template_placeholders: bool = Fa
         raise DatasetError(name, problem, file=V21_INFO_PATH)
     if template_placeholders:
         info = {**info, **{k: normalise_template(info[k]) for k in ("data_path", "video_path")}}
-    lines = read_jsonl(root, V21_EPISODES_PATH, name)
-    for episode, problem in episode_index_problems(lines, info["total_episodes"]):
+    lines = read_episode_lines(root, V21_EPISODES_PATH, name)
+    for episode, problem in episode_index_problems(lines.heads, info["total_episodes"]):
         raise DatasetError(name, problem, episode=episode, file=V21_EPISODES_PATH)
-    episodes = sorted(lines, key=lambda e: e["episode_index"])
+    episodes = lines.take(np.argsort([index for index, _ in lines.heads], kind="stable"))
     task_lines = sorted(read_jsonl(root, V21_TASKS_PATH, name), key=lambda t: t["task_index"])
     if [t["task_index"] for t in task_lines] != list(range(len(task_lines))):
         raise DatasetError(name, "task indices are not 0..K-1", file=V21_TASKS_PATH)
@@ -349,17 +353,21 @@ def template_problems(info: dict, template_placeholders: bool) -> list[str]:
     return problems
 
 
-def episode_index_problems(lines: list[dict], total_episodes: int) -> list[tuple[int | None, str]]:
+def episode_index_problems(
+    heads: Sequence[tuple], total_episodes: int
+) -> list[tuple[int | None, str]]:
     """``(episode, message)`` for every line of ``episodes.jsonl`` that breaks ``0..N-1``.
 
-    ``N`` is ``total_episodes`` from ``info.json``. Named as what they are: a line without an
-    ``episode_index`` or ``length``, an index listed twice, out of range, or not listed.
+    ``heads``: per line, ``(its "episode_index" value or None, whether it has a "length")``
+    (:attr:`EpisodeLines.heads`). ``N`` is ``total_episodes`` from ``info.json``. Named as what
+    they are: a line without an ``episode_index`` or ``length``, an index listed twice, out of
+    range, or not listed.
     """
     problems: list[tuple[int | None, str]] = []
     fix = "v3.0 requires episodes 0..N-1, listed once each"
-    counts = Counter(line.get("episode_index") for line in lines)
-    for number, line in enumerate(lines, start=1):
-        if not isinstance(line.get("episode_index"), int) or "length" not in line:
+    counts = Counter(index for index, _ in heads)
+    for number, (index, has_length) in enumerate(heads, start=1):
+        if not isinstance(index, int) or not has_length:
             problems.append(
                 (None, f"line {number} lacks an integer episode_index or a length; {fix}")
             )
@@ -423,3 +431,70 @@ def read_jsonl(root: Path, rel: str, name: str) -> list[dict]:
                     name, f"line {number} is not valid JSON: {exc}", file=rel
                 ) from None
     return lines
+
+
+class EpisodeLines(Sequence[dict]):
+    """``episodes.jsonl``'s lines held as the file's bytes, each parsed when asked for, not as
+    one dict per episode (about 0.1 KB per episode instead of 0.8 KB).
+
+    ``lines[i]`` is line ``i`` (blank lines not counted) as ``json.loads`` gives it: a new
+    dict each time. :attr:`heads` holds what the episode-index checks need of every line.
+    Build with :func:`read_episode_lines`.
+
+    Attributes:
+        heads: per line ``(its "episode_index" value or None, whether it has a "length")``.
+    """
+
+    def __init__(self, text: bytes, spans: np.ndarray, heads: list[tuple]) -> None:
+        self._text = text
+        self._spans = spans  # int64 (N, 2): each line's start and end in text
+        self.heads = heads
+
+    def __len__(self) -> int:
+        return len(self._spans)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        start, end = self._spans[index]
+        return json.loads(self._text[start:end])
+
+    def __iter__(self) -> Iterator[dict]:
+        return (self[i] for i in range(len(self)))
+
+    def take(self, rows: Sequence[int]) -> EpisodeLines:
+        """The lines at positions ``rows``, in that order."""
+        rows = np.asarray(rows, np.int64)
+        return EpisodeLines(self._text, self._spans[rows], [self.heads[i] for i in rows])
+
+
+def read_episode_lines(root: Path, rel: str, name: str) -> EpisodeLines:
+    """``root / rel`` (``episodes.jsonl``) as :class:`EpisodeLines` (blank lines skipped),
+    each line parsed once to check it, without holding every line's dict.
+
+    Raises:
+        DatasetError: the file is missing, a line is not valid JSON or not an object.
+    """
+    try:
+        text = (root / rel).read_bytes()
+    except FileNotFoundError:
+        raise DatasetError(name, "file is missing", file=rel) from None
+    ends = np.flatnonzero(np.frombuffer(text, np.uint8) == ord("\n"))
+    if not text.endswith(b"\n"):
+        ends = np.append(ends, len(text))
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(np.int64)
+    spans, heads = [], []
+    pairs = zip(starts.tolist(), ends.tolist(), strict=True)
+    for number, (start, end) in enumerate(pairs, start=1):
+        line = text[start:end]
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise DatasetError(name, f"line {number} is not valid JSON: {exc}", file=rel) from None
+        if not isinstance(value, dict):
+            raise DatasetError(name, f"line {number} is not a JSON object", file=rel)
+        spans.append((start, end))
+        heads.append((value.get("episode_index"), "length" in value))
+    return EpisodeLines(text, np.array(spans, np.int64).reshape(-1, 2), heads)

@@ -1,0 +1,63 @@
+"""Peak RSS of one conversion job, run in this process on a v2.1 source (issue #22).
+
+Each command runs one job's function, as its Snakemake script calls it, and prints the
+process's peak RSS (``VmHWM``, MB) and wall time. Run one job per process:
+
+    python tools/job_rss.py plan /tmp/droid/d20k /tmp/rss20k/plan.json
+    python tools/job_rss.py check /tmp/droid/d20k
+    python tools/job_rss.py meta /tmp/rss20k/plan.json RUN/video_episodes /tmp/rss20k/meta
+
+``meta`` reads the ``video_episodes`` JSON files of an earlier run of the same source
+(``results/{dataset}/video_episodes``, the aggregate_video jobs' output) and writes the
+``meta/`` folder into the last argument.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+
+def peak_mb() -> int:
+    """``VmHWM`` of this process, MB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) // 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def run(job: str, args: list[str]) -> None:
+    from robopipe.conversion.options import ConversionOptions
+
+    if job == "plan":
+        from robopipe.conversion.plan import make_plan
+        from robopipe.formats.v21_reader import load_source
+
+        source, out = args
+        make_plan(load_source(source, "droid"), ConversionOptions()).save(out)
+    elif job == "check":
+        from robopipe.conversion.check import check_source
+
+        report = check_source(args[0], "droid", ConversionOptions(), threads=2)
+        print(report.summary())
+    elif job == "meta":
+        from robopipe.conversion.meta import write_meta
+        from robopipe.conversion.plan import load_plan, load_planned_source
+
+        plan_path, video_episodes, out = args
+        plan = load_plan(plan_path)
+        write_meta(
+            load_planned_source(plan.source, plan.dataset, plan),
+            plan,
+            sorted(Path(video_episodes).glob("*/*/*.json")),
+            Path(out),
+        )
+    else:
+        raise SystemExit(f"unknown job {job!r}: plan, check or meta")
+
+
+if __name__ == "__main__":
+    start = time.perf_counter()
+    run(sys.argv[1], sys.argv[2:])
+    print(f"{sys.argv[1]}: peak RSS {peak_mb()} MB, {time.perf_counter() - start:.1f} s")
