@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from robopipe.errors import DatasetError
-from robopipe.formats.v21_reader import load_source, normalise_template
+from robopipe.formats.v21_reader import load_source, normalise_template, read_episode_lines
 
 
 @pytest.fixture
@@ -58,3 +58,32 @@ def test_normalise_template_keeps_format_specs():
         normalise_template("data/chunk-{chunk_index:03d}/ep_{episode:06d}_{{x}}.parquet")
         == "data/chunk-{episode_chunk:03d}/ep_{episode_index:06d}_{{x}}.parquet"
     )
+
+
+def test_episode_lines_are_the_files_lines_sorted_and_parsed_on_demand(tmp_path):
+    lines = [
+        {"length": 5, "episode_index": 1, "tasks": ["b", "c"], "extra": 1.0},
+        {"episode_index": 0, "tasks": ["a"], "length": 3},
+    ]
+    (tmp_path / "episodes.jsonl").write_text(
+        "\n".join(json.dumps(line) for line in lines) + "\n\n  \n"
+    )
+    read = read_episode_lines(tmp_path, "episodes.jsonl", "x")
+    assert list(read) == lines and read.heads == [(1, True), (0, True)]
+    assert [list(line) for line in read] == [list(line) for line in lines]  # key order kept
+    assert type(read[0]["extra"]) is float and read[-1] == lines[1]
+    assert list(read.take([1, 0])) == [lines[1], lines[0]]
+
+
+def test_an_episode_line_that_is_not_an_object_is_named(tmp_path):
+    (tmp_path / "episodes.jsonl").write_text('{"episode_index": 0, "length": 1}\n[1]\n')
+    with pytest.raises(DatasetError, match="line 2 is not a JSON object"):
+        read_episode_lines(tmp_path, "episodes.jsonl", "x")
+
+
+def test_sorted_episodes_keep_each_line(root):
+    lines = _lines(root)
+    (root / "meta/episodes.jsonl").write_text("\n".join(reversed(lines)) + "\n")
+    source = load_source(root, "x")
+    assert [e["episode_index"] for e in source.episodes] == [0, 1, 2, 3]
+    assert list(source.episodes) == [json.loads(line) for line in lines]
