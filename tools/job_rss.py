@@ -4,9 +4,10 @@ Each command runs one job's function, as its Snakemake script calls it, and prin
 process's peak RSS (``VmHWM``, MB) and wall time. Run one job per process:
 
     python tools/job_rss.py plan /tmp/droid/d20k /tmp/rss20k/plan.json
-    python tools/job_rss.py check /tmp/droid/d20k
+    python tools/job_rss.py check /tmp/droid/d20k /tmp/rss20k
     python tools/job_rss.py meta /tmp/rss20k/plan.json RUN/video_episodes /tmp/rss20k/meta
 
+``check`` writes ``check.json`` and ``check_files.json`` into its folder, as the job does;
 ``meta`` reads the ``video_episodes`` JSON files of an earlier run of the same source
 (``results/{dataset}/video_episodes``, the aggregate_video jobs' output) and writes the
 ``meta/`` folder into the last argument.
@@ -37,9 +38,13 @@ def run(job: str, args: list[str]) -> None:
         source, out = args
         make_plan(load_source(source, "droid"), ConversionOptions()).save(out)
     elif job == "check":
-        from robopipe.conversion.check import check_source
+        from robopipe.atomic import write_json
+        from robopipe.conversion.check import check_source, write_report
 
-        report = check_source(args[0], "droid", ConversionOptions(), threads=2)
+        source, out = args
+        report = check_source(source, "droid", ConversionOptions(), threads=2)
+        write_json(Path(out) / "check_files.json", {"files": report.files}, indent=None)
+        write_report(report, Path(out) / "check.json")
         print(report.summary())
     elif job == "meta":
         from robopipe.conversion.meta import write_meta

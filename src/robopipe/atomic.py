@@ -34,9 +34,19 @@ def atomic_path(final: str | Path) -> Iterator[Path]:
 
 
 def write_json(path: str | Path, obj, *, indent: int | None = 4) -> None:
-    """Write ``obj`` as JSON (UTF-8, non-ASCII kept) atomically."""
+    """Write ``obj`` as JSON (UTF-8, non-ASCII kept) atomically.
+
+    Indented JSON is written a piece at a time as the encoder makes it (that encoder is
+    Python's either way), without holding the pieces of the whole text (at 76,000 episodes
+    the check's report is some 300,000 files' lines); compact JSON comes whole from the C
+    encoder, which is faster. The bytes are ``json.dumps``'s either way.
+    """
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=indent, ensure_ascii=False), encoding="utf-8")
+        if indent is None:
+            tmp.write_text(json.dumps(obj, ensure_ascii=False), encoding="utf-8")
+            return
+        with open(tmp, "w", encoding="utf-8") as file:
+            json.dump(obj, file, indent=indent, ensure_ascii=False)
 
 
 def link_or_copy(src: str | Path, dst: str | Path) -> None:
