@@ -44,17 +44,24 @@ def tree_cpu_s(pid: int | None = None) -> float | None:
     pid = os.getpid() if pid is None else pid
     tick = os.sysconf("SC_CLK_TCK")
     total, todo = 0.0, [pid]
-    try:
-        while todo:
-            p = todo.pop()
+    while todo:
+        p = todo.pop()
+        try:
             with open(f"/proc/{p}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-            for task in os.listdir(f"/proc/{p}/task"):
+            tasks = os.listdir(f"/proc/{p}/task")
+        except (OSError, ValueError):
+            if p == pid:
+                return None
+            continue  # a descendant that exited meanwhile
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        for task in tasks:
+            try:
                 with open(f"/proc/{p}/task/{task}/children") as f:
-                    todo += [int(c) for c in f.read().split() if int(c) not in SERVER_PIDS]
-    except (OSError, ValueError):
-        return None if p == pid else total
+                    children = [int(c) for c in f.read().split()]
+            except OSError:
+                continue  # a thread that exited meanwhile
+            todo += [c for c in children if c not in SERVER_PIDS]
     return total
 
 
