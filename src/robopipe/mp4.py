@@ -145,24 +145,38 @@ def read_moov(path: str | os.PathLike) -> tuple[bytes, int] | None:
     """
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
-        pos = 0
-        while pos + 8 <= size:
-            f.seek(pos)
-            header = f.read(16)
-            box, kind = struct.unpack_from(">I4s", header)
-            if box == 1 and len(header) == 16:
-                (box,) = struct.unpack_from(">Q", header, 8)
-            elif box == 0:
-                box = size - pos
-            if box < 8:
-                return None
-            if kind == b"moov":
-                f.seek(pos)
-                moov = f.read(box)
-                return (moov, size) if len(moov) == box else None
-            if kind == b"moof":
-                return None
-            pos += box
+
+        def read_at(start: int, end: int) -> bytes:
+            f.seek(start)
+            return f.read(end - start)
+
+        found = find_moov(read_at, size)
+    return None if found is None else (found[1], size)
+
+
+def find_moov(read_at, size: int) -> tuple[int, bytes] | None:
+    """The offset and bytes of the ``moov`` box of an mp4 of ``size`` bytes, walking the
+    top-level box headers; None when the file has no whole moov or is fragmented (a ``moof``
+    first). ``read_at(start, end)`` returns the file's bytes ``[start, end)`` (fewer at its
+    end); its errors propagate."""
+    pos = 0
+    while pos + 8 <= size:
+        header = read_at(pos, min(pos + 16, size))
+        if len(header) < 8:
+            return None
+        box, kind = struct.unpack_from(">I4s", header)
+        if box == 1 and len(header) == 16:
+            (box,) = struct.unpack_from(">Q", header, 8)
+        elif box == 0:
+            box = size - pos
+        if box < 8:
+            return None
+        if kind == b"moov":
+            moov = read_at(pos, pos + box)
+            return (pos, moov) if len(moov) == box else None
+        if kind == b"moof":
+            return None
+        pos += box
     return None
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robopipe.mp4 import box_path, boxes, child, children, sample_layout, table
+from robopipe.mp4 import box_path, boxes, child, children, find_moov, sample_layout, table
 
 HEAD_BYTES = 1 << 16  # first read of an mp4: ftyp and, in a faststart file, the moov's start
 FALLBACK_BLOCK = 1 << 20  # a read outside every prefetched span fetches this much
@@ -132,33 +132,21 @@ def read_mp4_index(fs, path: str) -> Mp4Index | None:
     read (no moov before a fragment, no video track)."""
     size = int(fs.size(path))
     head = fetch_range(fs, path, 0, min(HEAD_BYTES, size))
-    pos = 0
-    while pos + 8 <= size:
-        end = min(pos + 16, size)
-        header = head[pos:end] if end <= len(head) else fetch_range(fs, path, pos, end)
-        if len(header) < 8:
-            return None
-        box, kind = struct.unpack_from(">I4s", header)
-        if box == 1:
-            (box,) = struct.unpack_from(">Q", header, 8)
-        elif box == 0:
-            box = size - pos
-        if box < 8:
-            return None
-        if kind == b"moov":
-            moov = head[pos : pos + box] if pos + box <= len(head) else None
-            moov = moov or fetch_range(fs, path, pos, pos + box)
-            try:
-                table = parse_moov(bytes(moov))
-            except (struct.error, ValueError, IndexError, TypeError):
-                table = None  # a layout this parser does not read: read as a plain file
-            if table is None:
-                return None
-            return Mp4Index(head=bytes(head), moov=(pos, bytes(moov)), size=size, **table)
-        if kind == b"moof":
-            return None
-        pos += box
-    return None
+
+    def read_at(start: int, end: int) -> bytes:
+        return head[start:end] if end <= len(head) else fetch_range(fs, path, start, end)
+
+    found = find_moov(read_at, size)
+    if found is None:
+        return None
+    pos, moov = found
+    try:
+        table = parse_moov(bytes(moov))
+    except (struct.error, ValueError, IndexError, TypeError):
+        table = None  # a layout this parser does not read: read as a plain file
+    if table is None:
+        return None
+    return Mp4Index(head=bytes(head), moov=(pos, bytes(moov)), size=size, **table)
 
 
 class SpanStore:
