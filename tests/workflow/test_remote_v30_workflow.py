@@ -12,20 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from hub_standin import serve_hub
 
-from robopipe.conversion.serial import convert_dataset
-
 pytestmark = pytest.mark.slow
 
 REMOTE = "robopipe_map_hf_single_cpu_w0_n1"
 LOCAL = "robopipe_map_local_single_cpu_w0_n1"
-
-
-@pytest.fixture(scope="module")
-def v30(make_v21, tmp_path_factory):
-    """A small v3.0 dataset (4 episodes, 2 cameras) written by robopipe's conversion."""
-    root = tmp_path_factory.mktemp("remote_v30") / "ds"
-    convert_dataset(make_v21(episodes=4), root, name="ds")
-    return root
 
 
 @pytest.fixture

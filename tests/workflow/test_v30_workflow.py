@@ -6,19 +6,9 @@ import shutil
 
 import pytest
 
-from robopipe.conversion.serial import convert_dataset
-
 pytestmark = pytest.mark.slow
 
 SCENARIO = "robopipe_map_local_single_cpu_w0_n1"
-
-
-@pytest.fixture(scope="module")
-def v30(make_v21, tmp_path_factory):
-    """A small v3.0 dataset written by robopipe's own conversion."""
-    root = tmp_path_factory.mktemp("v30") / "ds"
-    convert_dataset(make_v21(episodes=4), root, name="ds")
-    return root
 
 
 def _config(root, quick_bench):
