@@ -43,6 +43,33 @@ Writing (``create_repo``, ``create_commit`` / ``upload_folder``, ``create_branch
   /api/datasets/{repo}/tag/{revision}`` (``{"tag": ...}``), ``DELETE
   /api/datasets/{repo}/tag/{tag}``: 409 for an existing name, 404 for a missing one.
 
+Storage buckets (``HfFileSystem``'s ``hf://buckets/<namespace>/<name>/<path>``: ``ls``,
+``info``, ``find``, ``open`` with Range reads; ``HfApi.bucket_info``, ``list_bucket_tree``,
+``get_bucket_paths_info``), read-only, given as folders (``serve_hub(buckets=...)``):
+
+- ``GET /api/buckets/{bucket}``: ``id``, ``private``, ``createdAt``, ``size``, ``totalFiles``
+  (``BucketInfo``, _buckets.py:65; ``HfFileSystem.resolve_path`` asks it once per bucket).
+  An unknown bucket is a 404 with ``X-Error-Code: RepoNotFound``, which
+  ``hf_raise_for_status`` turns into ``BucketNotFoundError`` on ``/api/buckets/`` URLs.
+- ``GET /api/buckets/{bucket}/tree[/{prefix}]?recursive=``: the prefix (one URL-quoted
+  segment, ``list_bucket_tree``, hf_api.py:14302) names a folder (its entries) or a file
+  (that file); without ``recursive`` the files and folders one level down, with it every
+  file below and no folders (``HfFileSystem`` rebuilds them,
+  ``_list_bucket_tree_with_folders``); paginated like the repo tree. Entries as
+  ``BucketFile`` / ``BucketFolder`` (_buckets.py:197): ``type``, ``path``, ``size``,
+  ``xetHash``, ``mtime``, ``uploadedAt``. The Hub matches the prefix lexically (``logs``
+  also lists ``logs_old/...``, which the client drops); the stand-in lists only the folder.
+- ``POST /api/buckets/{bucket}/paths-info`` (JSON ``{"paths": [...]}``): the entries of
+  the files among them (``get_bucket_paths_info``).
+- ``HEAD`` / ``GET /buckets/{bucket}/resolve/{path}``: the file, with Range (206)
+  (``HfFileSystem.url``, ``HfFileSystemFile._fetch_range``).
+
+A bucket file's ``xetHash`` is its sha256 here (the Hub's is Xet's content hash): the
+stand-in serves no Xet, so bucket files are read over ``resolve`` only (``open``,
+``cat_file``; not ``get_file``, which downloads through Xet where ``hf_xet`` is installed and
+``HF_HUB_DISABLE_XET`` is unset), and writes to buckets (``batch_bucket_files``, which
+uploads through Xet) are not served.
+
 The Hub's Xet storage is not served: a client uploading here sets ``HF_HUB_DISABLE_XET=1``
 (``client_env`` does), and huggingface_hub then uses the LFS protocol above. With a ``token``,
 write requests without ``Authorization: Bearer <token>`` get 401.
@@ -71,6 +98,7 @@ import itertools
 import json
 import os
 import re
+import sys
 import tempfile
 import threading
 import time
@@ -89,6 +117,11 @@ API = re.compile(
 RESOLVE = re.compile(rf"^/datasets/{REPO}/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
 LFS_BATCH = re.compile(rf"^/datasets/{REPO}\.git/info/lfs/objects/batch$")
 LFS_UPLOAD = re.compile(r"^/lfs-upload/(?P<oid>[0-9a-f]{64})$")
+BUCKET = r"(?P<bucket>[^/]+/[^/]+)"
+BUCKET_API = re.compile(
+    rf"^/api/buckets/{BUCKET}(?:/(?P<op>tree|paths-info)(?:/(?P<prefix>[^/]+))?)?$"
+)
+BUCKET_RESOLVE = re.compile(rf"^/buckets/{BUCKET}/resolve/(?P<path>.+)$")
 HUB_PAGE_SIZE = 1000  # entries per page of the Hub's tree endpoint (hf_api.py:4013)
 LFS_THRESHOLD = 10 * 1024 * 1024  # the Hub stores files of 10 MiB or more in LFS
 # the .gitattributes of a new Hub repo (an excerpt: the LFS patterns of dataset files)
@@ -197,6 +230,60 @@ class Commit:
             return []
         lines = self.files[".gitattributes"].file.read_text().splitlines()
         return [line.split()[0] for line in lines if "filter=lfs" in line.split()[1:]]
+
+
+def _iso(seconds: float) -> str:
+    """A time as the Hub writes it: ``2026-11-25T18:00:00.000Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(seconds))
+
+
+@dataclass
+class Bucket:
+    """A storage bucket: files by path (no history, no refs), read-only here."""
+
+    files: dict[str, Blob]
+    private: bool = False
+    created: str = field(default_factory=lambda: _iso(time.time()))
+    folders: set[str] = field(init=False)
+
+    def __post_init__(self):
+        self.folders = {parent for path in self.files for parent in _parents(path)}
+
+    def info(self, bucket_id: str) -> dict:
+        """The Hub's ``BucketInfo`` JSON."""
+        size = sum(blob.size for blob in self.files.values())
+        info = {"id": bucket_id, "private": self.private, "createdAt": self.created}
+        return {**info, "size": size, "totalFiles": len(self.files)}
+
+    def entry(self, path: str) -> dict | None:
+        """The Hub's ``BucketFile`` / ``BucketFolder`` JSON of a path, or None."""
+        if path in self.files:
+            blob = self.files[path]
+            mtime = _iso(blob.file.stat().st_mtime)
+            return {
+                "type": "file",
+                "path": path,
+                "size": blob.size,
+                "xetHash": blob.sha256,
+                "mtime": mtime,
+                "uploadedAt": mtime,
+            }
+        if path in self.folders:
+            return {"type": "directory", "path": path, "uploadedAt": self.created}
+        return None
+
+    def listing(self, prefix: str, recursive: bool) -> list[str]:
+        """Paths ``tree`` lists for ``prefix`` (a folder, a file, or "" for the root): files
+        and folders one level down, or every file below if ``recursive``; [] if none."""
+        if prefix in self.files:
+            return [prefix]
+        if prefix and prefix not in self.folders:
+            return []
+        below = f"{prefix}/" if prefix else ""
+        if recursive:
+            return sorted(p for p in self.files if p.startswith(below))
+        entries = self.folders | set(self.files)
+        return sorted(p for p in entries if p.startswith(below) and "/" not in p[len(below) :])
 
 
 def _parents(path: str) -> list[str]:
@@ -334,6 +421,11 @@ class HubRequestHandler(RangeRequestHandler):
             return self._create_repo(json.loads(body))
         elif url.path == "/api/validate-yaml" and self.command == "POST":
             return self._json({"errors": [], "warnings": []})
+        elif match := BUCKET_RESOLVE.match(url.path):
+            if self.command in ("GET", "HEAD"):
+                return self._bucket_resolve(match)
+        elif match := BUCKET_API.match(url.path):
+            return self._bucket_api(match, parse_qs(url.query), body)
         elif match := API.match(url.path):
             return self._api(match, parse_qs(url.query), body)
         self._error(404, None, f"no such endpoint: {self.command} {url.path}")
@@ -425,14 +517,57 @@ class HubRequestHandler(RangeRequestHandler):
         paths = commit.listing(folder, recursive)
         if paths is None:
             return self._error(404, "EntryNotFound", f"{folder} does not exist", commit.sha)
+        self._page([commit.entry(p) for p in paths], query)
+
+    def _page(self, entries: list[dict], query: dict):
+        """One page of a listing, with a ``Link: <...>; rel="next"`` header if more follow
+        (``cursor`` in the query: the first entry's position)."""
         start = int(query.get("cursor", ["0"])[0])
         end = start + self.server.page_size
         headers = {}
-        if end < len(paths):
+        if end < len(entries):
             next_query = urlencode({**{k: v[0] for k, v in query.items()}, "cursor": end})
             next_url = f"http://{self.headers['Host']}{urlsplit(self.path).path}?{next_query}"
             headers["Link"] = f'<{next_url}>; rel="next"'
-        self._json([commit.entry(p) for p in paths[start:end]], headers)
+        self._json(entries[start:end], headers)
+
+    def _bucket(self, match) -> Bucket | None:
+        """The bucket named in the URL, or None after answering 404."""
+        bucket = self.server.buckets.get(unquote(match["bucket"]))
+        if bucket is None:
+            self._error(404, "RepoNotFound", f"Bucket not found: {unquote(match['bucket'])}")
+        return bucket
+
+    def _bucket_api(self, match, query: dict, body: bytes):
+        bucket = self._bucket(match)
+        if bucket is None:
+            return
+        op, command = match["op"], self.command
+        if op is None and command == "GET":
+            return self._json(bucket.info(unquote(match["bucket"])))
+        if op == "tree" and command == "GET":
+            recursive = query.get("recursive", ["false"])[0].lower() == "true"
+            paths = bucket.listing(unquote(match["prefix"] or "").strip("/"), recursive)
+            return self._page([bucket.entry(p) for p in paths], query)
+        if op == "paths-info" and command == "POST" and not match["prefix"]:
+            paths = [p.strip("/") for p in json.loads(body)["paths"]]
+            return self._json([bucket.entry(p) for p in paths if p in bucket.files])
+        self._error(404, None, f"no such endpoint: {self.command} {self.path}")
+
+    def _bucket_resolve(self, match):
+        bucket = self._bucket(match)
+        if bucket is None:
+            return
+        path = unquote(match["path"])
+        if path not in bucket.files:
+            return self._error(404, "EntryNotFound", f"{path} does not exist")
+        blob = bucket.files[path]
+        self._file = str(blob.file)
+        self._extra_headers = {"ETag": f'"{blob.sha256}"'}
+        if self.command == "GET":
+            super().do_GET()
+        else:
+            super().do_HEAD()
 
     def _refs(self, repo: Repo):
         def refs(names: dict[str, str], kind: str) -> list[dict]:
@@ -631,11 +766,21 @@ class HubRequestHandler(RangeRequestHandler):
 
 
 class HubServer(_QuietServer):
-    """The threaded HTTP server: ``repos`` by id, uploaded blobs under ``storage``."""
+    """The threaded HTTP server: ``repos`` and ``buckets`` by id, uploaded blobs under
+    ``storage``."""
 
-    def __init__(self, repos: dict[str, Repo], page_size: int, storage: Path, token: str | None):
-        super().__init__(("127.0.0.1", 0), HubRequestHandler)
+    def __init__(
+        self,
+        repos: dict[str, Repo],
+        page_size: int,
+        storage: Path,
+        token: str | None,
+        buckets: dict[str, Bucket] | None = None,
+        port: int = 0,
+    ):
+        super().__init__(("127.0.0.1", port), HubRequestHandler)
         self.repos = repos
+        self.buckets = buckets or {}
         self.page_size = page_size
         self.storage = storage
         self.token = token
@@ -667,10 +812,42 @@ class HubServer(_QuietServer):
         return Blob(path)
 
 
+class HubAddress:
+    """What a client needs of a running stand-in: its ``endpoint`` and the URLs of its paths."""
+
+    endpoint: str
+
+    def url(self, repo_id: str, revision: str, path: str = "") -> str:
+        """``hf://datasets/<repo_id>@<revision>/<path>`` (HfFileSystem's URL of a path)."""
+        return f"hf://datasets/{repo_id}@{quote(revision, safe='')}/{path}".rstrip("/")
+
+    def bucket_url(self, bucket_id: str, path: str = "") -> str:
+        """``hf://buckets/<bucket_id>/<path>`` (HfFileSystem's URL of a bucket path)."""
+        return f"hf://buckets/{bucket_id}/{path}".rstrip("/")
+
+    def client_env(self, hf_home: str | Path, token: str | None = None) -> dict[str, str]:
+        """This process's environment for a ``huggingface_hub`` client talking to the
+        stand-in: ``HF_ENDPOINT``, online, no telemetry, no Xet, ``HF_HOME`` = ``hf_home``,
+        ``HF_TOKEN`` = ``token`` (none by default). ``huggingface_hub`` reads these when it
+        is imported, so they are for subprocesses."""
+        env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_HUB_CACHE")}
+        env.update(
+            HF_ENDPOINT=self.endpoint,
+            HF_HUB_OFFLINE="0",
+            HF_HUB_DISABLE_TELEMETRY="1",
+            HF_HUB_DISABLE_XET="1",
+            HF_HOME=str(hf_home),
+            HF_HUB_DISABLE_PROGRESS_BARS="1",
+        )
+        if token:
+            env["HF_TOKEN"] = token
+        return env
+
+
 @dataclass
-class HubStandin:
-    """A running stand-in: its ``endpoint`` URL, its ``repos`` and the ``requests`` it has
-    answered."""
+class HubStandin(HubAddress):
+    """A running stand-in in this process: its ``endpoint`` URL, its ``repos`` and the
+    ``requests`` it has answered."""
 
     server: HubServer
 
@@ -726,40 +903,27 @@ class HubStandin:
             self.server.uploads_left = None
         self.server.released.set()
 
-    def url(self, repo_id: str, revision: str, path: str = "") -> str:
-        """``hf://datasets/<repo_id>@<revision>/<path>`` (HfFileSystem's URL of a path)."""
-        return f"hf://datasets/{repo_id}@{quote(revision, safe='')}/{path}".rstrip("/")
+@dataclass
+class HubProcess(HubAddress):
+    """A stand-in running as a child process (:func:`serve_hub_process`)."""
 
-    def client_env(self, hf_home: str | Path, token: str | None = None) -> dict[str, str]:
-        """This process's environment for a ``huggingface_hub`` client talking to the
-        stand-in: ``HF_ENDPOINT``, online, no telemetry, no Xet, ``HF_HOME`` = ``hf_home``,
-        ``HF_TOKEN`` = ``token`` (none by default). ``huggingface_hub`` reads these when it
-        is imported, so they are for subprocesses."""
-        env = {k: v for k, v in os.environ.items() if k not in ("HF_TOKEN", "HF_HUB_CACHE")}
-        env.update(
-            HF_ENDPOINT=self.endpoint,
-            HF_HUB_OFFLINE="0",
-            HF_HUB_DISABLE_TELEMETRY="1",
-            HF_HUB_DISABLE_XET="1",
-            HF_HOME=str(hf_home),
-            HF_HUB_DISABLE_PROGRESS_BARS="1",
-        )
-        if token:
-            env["HF_TOKEN"] = token
-        return env
+    endpoint: str
 
 
 @contextlib.contextmanager
 def serve_hub(
     repos: dict[str, dict[str, str | Path]],
     *,
+    buckets: dict[str, str | Path] | None = None,
     page_size: int = HUB_PAGE_SIZE,
     token: str | None = None,
     storage_dir: str | Path | None = None,
     lfs: tuple[str, ...] = (),
+    port: int = 0,
 ) -> Iterator[HubStandin]:
-    """Serve ``repos`` ({repo id: {revision name: folder}}) as Hub dataset repos on
-    ``http://127.0.0.1:<free port>``; stop the server on exit.
+    """Serve ``repos`` ({repo id: {revision name: folder}}) as Hub dataset repos, and
+    ``buckets`` ({bucket id: folder}) as storage buckets, on ``http://127.0.0.1:<port>`` (a
+    free port by default) from a thread of this process; stop the server on exit.
 
     ``main`` and other names are branches, names like ``v2.1`` tags; the same folder under
     two names is one commit. ``page_size``: entries per page of the tree listing (smaller
@@ -770,8 +934,9 @@ def serve_hub(
     all by default, as plain git blobs.
     """
     scanned = {repo_id: _repo_from_folders(repo_id, revs, lfs) for repo_id, revs in repos.items()}
+    stored = {name: Bucket(_scan(Path(root).resolve())) for name, root in (buckets or {}).items()}
     with tempfile.TemporaryDirectory(prefix="hub-standin-", dir=storage_dir) as storage:
-        server = HubServer(scanned, page_size, Path(storage), token)
+        server = HubServer(scanned, page_size, Path(storage), token, stored, port)
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         try:
@@ -781,3 +946,49 @@ def serve_hub(
             server.shutdown()
             server.server_close()
             thread.join()
+
+
+@contextlib.contextmanager
+def serve_hub_process(
+    repos: dict[str, dict[str, str | Path]], *, buckets: dict[str, str | Path] | None = None
+) -> Iterator[HubProcess]:
+    """:func:`serve_hub` in a child process (``python tests/hub_standin.py``), listed in
+    ``robopipe.bench.measure.SERVER_PIDS`` so that a benchmark's CPU count leaves it out, as
+    it would a remote Hub's; yield its address.
+
+    Raises:
+        RuntimeError: the server did not start (its stderr is quoted).
+    """
+    from robopipe.bench.servers import serve_process
+
+    spec = json.dumps(
+        {
+            "repos": {r: {n: str(f) for n, f in revs.items()} for r, revs in repos.items()},
+            "buckets": {b: str(f) for b, f in (buckets or {}).items()},
+        }
+    )
+    with serve_process(
+        "the Hub stand-in", lambda port: [sys.executable, __file__, "--port", str(port), spec]
+    ) as endpoint:
+        yield HubProcess(endpoint)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python tests/hub_standin.py --port PORT SPEC``: serve SPEC (JSON ``{"repos": {id:
+    {revision: folder}}, "buckets": {id: folder}}``) on 127.0.0.1:PORT until SIGTERM."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("spec")
+    args = parser.parse_args(argv)
+    spec = json.loads(args.spec)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with serve_hub(spec["repos"], buckets=spec.get("buckets"), port=args.port):
+        stop.wait()
+
+
+if __name__ == "__main__":
+    main()

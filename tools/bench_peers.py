@@ -48,8 +48,8 @@ REMOTE = [
 ]
 
 
-def prepared(work: Path) -> tuple[Path, Path]:
-    """(the converted cr5, its lance copy), made once."""
+def prepared(work: Path, lance_needed: bool = True) -> tuple[Path, Path]:
+    """(the converted cr5, its lance copy), made once; the copy only if ``lance_needed``."""
     from robopipe.conversion.serial import convert_dataset
     from robopipe.copies.lance import make_lance_copy
 
@@ -57,7 +57,7 @@ def prepared(work: Path) -> tuple[Path, Path]:
     if not (root / "meta" / "info.json").exists():
         convert_dataset(SOURCE, root, name="cr5", restamp_timestamps=True)
     lance = root.parent / "copies" / "lance"
-    if not (lance / "copy.json").exists():
+    if lance_needed and not (lance / "copy.json").exists():
         make_lance_copy(root, lance / "v3.0", lance / "copy.json", str(PEER_PYTHON))
     return root, lance / "v3.0"
 
@@ -76,15 +76,14 @@ def main() -> int:
 
     from robopipe.bench.runner import Settings, run_scenario
 
-    root, lance = prepared(args.work)
+    chosen = [p for p in LOCAL + REMOTE if not args.only or any(s in p for s in args.only)]
+    root, lance = prepared(args.work, any(p.startswith("lancedb") for p in chosen))
     out = args.work / "results"
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     with contextlib.ExitStack() as stack:
         hub = stack.enter_context(serve_hub({"local/cr5": {"v3.0": root, "main": root}}))
-        for prefix in LOCAL + REMOTE:
-            if args.only and not any(s in prefix for s in args.only):
-                continue
+        for prefix in chosen:
             remote = prefix in REMOTE
             encoding = "_elance" if prefix.startswith("lancedb") else ""
             scenario = f"{prefix}_single{encoding}_cpu_w{args.workers}_n1"

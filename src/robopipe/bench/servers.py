@@ -5,8 +5,9 @@ tests use them to check that streaming from a real server yields the same items 
 local path. :class:`RangeRequestHandler` (Python's ``http.server`` with Range requests) is
 what the Hub stand-in (``tests/hub_standin.py``) builds on.
 
-Both servers run as child processes, whose pids ``robopipe.bench.measure.SERVER_PIDS``
-lists, so that a loader's CPU seconds (``robopipe.bench.measure.tree_cpu_s``) leave out the
+Both servers run as child processes (:func:`serve_process`, which also runs the Hub stand-in
+for the benchmark: ``tests/hub_standin.py``'s ``serve_hub_process``), whose pids
+``robopipe.bench.measure.SERVER_PIDS`` lists, so that a loader's CPU seconds (``robopipe.bench.measure.tree_cpu_s``) leave out the
 server's, as they would for a remote server. moto is costly per request: it reads an object's
 whole value to answer a ranged GET (``FakeKey.value``, under the object's lock, so one request
 at a time per object): about 100 ms and 85 CPU ms for 18 KB of cr5's 154 MB mp4, against
@@ -29,7 +30,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from robopipe.bench.measure import SERVER_PIDS
@@ -285,31 +286,35 @@ def serve_http(root: str | Path) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def serve_moto(attempts: int = 5) -> Iterator[str]:
-    """Run moto's S3 server (``python -m moto.server``) as a child process on 127.0.0.1 at a
-    free port; yield its endpoint URL ``http://127.0.0.1:<port>``.
+def serve_process(
+    name: str, command: Callable[[int], list[str]], attempts: int = 5, timeout_s: float = 60.0
+) -> Iterator[str]:
+    """Run a server (``command(port)``: its argv, listening on 127.0.0.1:``port``) as a child
+    process at a free port, listed in :data:`SERVER_PIDS` while it runs; yield its URL
+    ``http://127.0.0.1:<port>``; SIGTERM it on exit.
 
     Raises:
-        RuntimeError: the server did not start (its stderr is quoted).
+        RuntimeError: the server did not start (``name`` and its stderr are quoted).
     """
     for _ in range(attempts):
         port = _free_port()
         process = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            command(port),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        if _listening(process, port, timeout_s=60.0):
+        if _listening(process, port, timeout_s=timeout_s):
             break
         _stop(process)
         text = process.stderr.read().decode(errors="replace")
         if "Address already in use" not in text:
-            raise RuntimeError(f"moto's server did not start: {text.strip()[-2000:]}")
+            raise RuntimeError(f"{name} did not start: {text.strip()[-2000:]}")
     else:
-        raise RuntimeError(f"moto's server did not start: no free port after {attempts} attempts")
+        raise RuntimeError(f"{name} did not start: no free port after {attempts} attempts")
     SERVER_PIDS.add(process.pid)
-    # werkzeug logs every request on stderr: drain it so that a full pipe never stalls moto
+    # a server may log every request on stderr (werkzeug does): drain it so that a full pipe
+    # never stalls it
     drain = threading.Thread(target=process.stderr.read, daemon=True)
     drain.start()
     try:
@@ -317,6 +322,21 @@ def serve_moto(attempts: int = 5) -> Iterator[str]:
     finally:
         _stop(process)
         drain.join(timeout=10)
+
+
+@contextlib.contextmanager
+def serve_moto() -> Iterator[str]:
+    """Run moto's S3 server (``python -m moto.server``) as a child process on 127.0.0.1 at a
+    free port (:func:`serve_process`); yield its endpoint URL ``http://127.0.0.1:<port>``.
+
+    Raises:
+        RuntimeError: the server did not start (its stderr is quoted).
+    """
+    with serve_process(
+        "moto's server",
+        lambda port: [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+    ) as endpoint:
+        yield endpoint
 
 
 @contextlib.contextmanager
