@@ -17,7 +17,9 @@ Many episodes (v3.0 ``meta/stats.json``): lerobot 0.6.1 ``datasets/compute_stats
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+import os
+import tempfile
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -283,33 +285,41 @@ def aggregate_stats(episodes_stats: list[dict[str, dict]]) -> dict[str, dict[str
 
 
 class StatsAggregator:
-    """:func:`aggregate_stats` over episodes given one at a time, holding compact arrays.
+    """:func:`aggregate_stats` over episodes given one at a time, in memory bounded and flat in
+    the number of episodes, to the bit.
 
-    Each episode's stats are copied into preallocated float64 (``mean``, ``std``², quantiles)
-    and numpy (``min``, ``max``, ``count``) arrays, one row per episode, instead of being kept
-    as nested lists: a few bytes per number, not a Python object each. :meth:`result` then
-    runs :func:`aggregate_feature_stats`' exact arithmetic on those arrays, so it returns what
-    :func:`aggregate_stats` returns for the same episodes, to the bit (the parallel-variance
-    formula needs the dataset's mean, so the per-episode means are kept until the end).
+    Each stat of each feature is a column of float64 (``mean``, ``std``², quantiles) or numpy
+    (``min``, ``max``, ``count``) rows, one per episode (:class:`_StatColumn`): its last
+    ``block_rows`` rows in memory, the earlier ones spilled to an unnamed temporary file (the
+    parallel-variance formula needs the dataset's mean before any episode's term, so every
+    episode's stats are kept until the end). :meth:`result` then runs
+    :func:`aggregate_feature_stats`' arithmetic a block of rows at a time, in numpy's order:
+    elementwise operations are exact per element, and a reduction over axis 0 of rows of more
+    than one number adds (or takes the min/max of) the rows one after the other, which
+    :func:`_reduce` continues from block to block; a stat of one number per row is summed
+    pairwise by numpy, so that column is reduced whole (8 bytes per episode).
 
     Args:
-        capacity: the expected number of episodes (the arrays grow past it when needed).
+        block_rows: rows of each column held in memory, and reduced at a time.
     """
 
-    def __init__(self, capacity: int = 1024) -> None:
-        self._capacity = max(1, capacity)
-        # feature -> {"n": episodes that have it, "arrays": stat -> (capacity, *shape) array,
-        # "quantiles": {qNN: episodes that have it} in the first episode's order}
+    def __init__(self, block_rows: int = 4096) -> None:
+        self._block_rows = max(1, block_rows)
+        # feature -> {"n": episodes that have it, "columns": stat -> _StatColumn,
+        # "quantiles": the first episode's qNN keys}
         self._features: dict[str, dict] = {}
 
     def add(self, episode_stats: Mapping[str, Mapping]) -> None:
-        """Add one episode's ``{feature: {stat: array-like}}``."""
+        """Add one episode's ``{feature: {stat: array-like}}``.
+
+        Raises:
+            ValueError: a stat's shape differs from the earlier episodes'.
+        """
         for feature, stats in episode_stats.items():
             entry = self._features.get(feature)
             if entry is None:
-                quantiles = {k: 0 for k in stats if k.startswith("q")}
-                entry = self._features[feature] = {"n": 0, "arrays": {}, "quantiles": quantiles}
-            row = entry["n"]
+                quantiles = [k for k in stats if k.startswith("q")]
+                entry = self._features[feature] = {"n": 0, "columns": {}, "quantiles": quantiles}
             values = {
                 "mean": np.asarray(stats["mean"], dtype=np.float64),
                 "var": np.asarray(stats["std"], dtype=np.float64) ** 2,
@@ -320,40 +330,142 @@ class StatsAggregator:
             for key in entry["quantiles"]:
                 if key in stats:
                     values[key] = np.asarray(stats[key], dtype=np.float64)
-                    entry["quantiles"][key] += 1
             for key, value in values.items():
-                self._store(entry["arrays"], key, row, value)
-            entry["n"] = row + 1
-
-    def _store(self, arrays: dict, key: str, row: int, value: np.ndarray) -> None:
-        array = arrays.get(key)
-        if array is None:
-            array = arrays[key] = np.zeros((self._capacity, *value.shape), value.dtype)
-        if array.shape[1:] != value.shape:
-            raise ValueError(f"stats of shape {value.shape} among stats of shape {array.shape[1:]}")
-        dtype = np.result_type(array.dtype, value.dtype)
-        if row >= len(array) or dtype != array.dtype:
-            grown = np.zeros((max(len(array), 2 * row + 1), *value.shape), dtype)
-            grown[: len(array)] = array
-            array = arrays[key] = grown
-        array[row] = value
+                column = entry["columns"].get(key)
+                if column is None:
+                    column = entry["columns"][key] = _StatColumn(value, self._block_rows)
+                column.append(value)
+            entry["n"] += 1
 
     def result(self) -> dict[str, dict[str, list]]:
-        """The dataset stats, as :func:`aggregate_stats` gives them."""
-        return {
-            feature: _to_lists(self._aggregate(entry)) for feature, entry in self._features.items()
-        }
+        """The dataset stats, as :func:`aggregate_stats` gives them; the spilled rows are
+        let go."""
+        try:
+            return {
+                feature: _to_lists(self._aggregate(entry))
+                for feature, entry in self._features.items()
+            }
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Let go of the spilled rows (the temporary files)."""
+        for entry in self._features.values():
+            for column in entry["columns"].values():
+                column.close()
 
     @staticmethod
     def _aggregate(entry: dict) -> dict[str, np.ndarray]:
-        n = entry["n"]
-        arrays = {key: array[:n] for key, array in entry["arrays"].items()}
-        kept = [k for k, have in entry["quantiles"].items() if have == n]
-        return _aggregate_arrays(
-            arrays["mean"],
-            arrays["var"],
-            arrays["count"],
-            arrays["min"],
-            arrays["max"],
-            {k: arrays[k] for k in kept},
+        # _aggregate_arrays' arithmetic, a block of rows at a time
+        columns = entry["columns"]
+        counts = columns["count"]
+
+        def weighted(*names: str):  # blocks of the columns, with the counts as float weights
+            for blocks in zip(*(columns[k].blocks() for k in names), counts.blocks(), strict=True):
+                weights = blocks[-1].astype(np.float64)
+                while weights.ndim < blocks[0].ndim:
+                    weights = np.expand_dims(weights, axis=-1)
+                yield *blocks[:-1], weights
+
+        total_count = _reduce(np.add, counts.blocks())
+        mean = _reduce(np.add, (m * w for m, w in weighted("mean"))) / total_count
+        variance = _reduce(
+            np.add, ((v + (m - mean) ** 2) * w for v, m, w in weighted("var", "mean"))
         )
+        result = {
+            "min": _reduce(np.minimum, columns["min"].blocks()),
+            "max": _reduce(np.maximum, columns["max"].blocks()),
+            "mean": mean,
+            "std": np.sqrt(variance / total_count),
+            "count": total_count,
+        }
+        for key in entry["quantiles"]:
+            if key in columns and columns[key].rows == entry["n"]:  # every episode has it
+                result[key] = _reduce(np.add, (q * w for q, w in weighted(key))) / total_count
+        return result
+
+
+def _reduce(ufunc: np.ufunc, blocks) -> np.ndarray:
+    """``ufunc.reduce(np.concatenate(blocks), axis=0)``, to the bit, holding one block at a
+    time where numpy's order allows it: over rows of more than one number numpy applies
+    ``ufunc`` row after row, so the result so far is put before the next block's rows; rows of
+    one number are reduced pairwise, which depends on the whole column, so those blocks are
+    joined first (8 bytes per row)."""
+    result, whole = None, []
+    for block in blocks:
+        if block[0].size <= 1:
+            whole.append(block)
+        else:
+            result = ufunc.reduce(
+                block if result is None else np.concatenate([result[None], block]), axis=0
+            )
+    return ufunc.reduce(np.concatenate(whole), axis=0) if whole else result
+
+
+class _StatColumn:
+    """One stat of one feature, a row of a fixed shape per episode: the last ``block_rows``
+    rows in memory, the earlier ones appended to an unnamed temporary file. The dtype widens
+    as numpy's ``result_type`` does when a row needs it (the rows are rewritten).
+
+    Args:
+        first: the first row (its shape and dtype); :meth:`append` adds it.
+        block_rows: rows held in memory.
+    """
+
+    def __init__(self, first: np.ndarray, block_rows: int) -> None:
+        self.shape, self.dtype = first.shape, first.dtype
+        self._block = np.empty((block_rows, *first.shape), first.dtype)
+        self._held = 0  # rows in _block
+        self._spilled = 0  # rows in _file
+        self._file = None
+
+    @property
+    def rows(self) -> int:
+        """Rows appended."""
+        return self._spilled + self._held
+
+    def append(self, row: np.ndarray) -> None:
+        """Add one row. Raises ValueError: ``row`` has another shape."""
+        if row.shape != self.shape:
+            raise ValueError(f"stats of shape {row.shape} among stats of shape {self.shape}")
+        dtype = np.result_type(self.dtype, row.dtype)
+        if dtype != self.dtype:
+            self._widen(dtype)
+        if self._held == len(self._block):
+            self._spill()
+        self._block[self._held] = row
+        self._held += 1
+
+    def blocks(self) -> Iterator[np.ndarray]:
+        """The rows in order, ``block_rows`` at a time (the last block may be shorter), as
+        arrays of shape ``(rows, *shape)``."""
+        if self._file is not None:
+            self._file.seek(0)
+            for start in range(0, self._spilled, len(self._block)):
+                n = min(len(self._block), self._spilled - start)
+                data = self._file.read(n * self._block[0].nbytes)
+                yield np.frombuffer(data, self.dtype).reshape(n, *self.shape)
+        if self._held:
+            yield self._block[: self._held]
+
+    def close(self) -> None:
+        """Remove the temporary file."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def _spill(self) -> None:
+        if self._file is None:
+            self._file = tempfile.TemporaryFile()  # noqa: SIM115 (closed by close())
+        self._file.seek(0, os.SEEK_END)
+        self._file.write(self._block[: self._held].tobytes())
+        self._spilled += self._held
+        self._held = 0
+
+    def _widen(self, dtype: np.dtype) -> None:
+        widened = _StatColumn(np.empty(self.shape, dtype), len(self._block))
+        for rows in self.blocks():
+            for row in rows.astype(dtype):
+                widened.append(row)
+        self.close()
+        vars(self).update(vars(widened))

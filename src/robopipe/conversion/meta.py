@@ -99,7 +99,7 @@ def write_meta(
         if path.is_file():
             computed.update(json.loads(path.read_text("utf-8")))
     found = _SourceStats(source)
-    aggregator = StatsAggregator(len(plan.episodes))
+    aggregator = StatsAggregator()
 
     def stats_of(ep: PlannedEpisode) -> dict:
         entry = found.get(ep.source_episode_index)
