@@ -11,7 +11,8 @@ environment, ``.venv-lerobot``), then runs each scenario in this process through
   (StreamingLeRobotDataset), lancedb_map (LanceDBDataset on the lance copy);
 - at ``--latency-ms`` through the delaying proxy: robopipe_map and robopipe_stream over http
   (nginx) and s3 (moto), lancedb_map over s3 (moto), and robopipe_stream and lerobot_stream
-  over hf (the Hub stand-in of tests/hub_standin.py).
+  over hf (the Hub stand-in of tests/hub_standin.py, run as a child process whose CPU the
+  loaders' CPU ms per sample leave out, as nginx's and moto's).
 
 Each result JSON goes to ``<work>/results``; it prints one row per scenario (samples/s, CPU ms
 per sample, whether the peer's items equalled robopipe's) and the markdown table of
@@ -72,7 +73,7 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=[], help="run scenarios containing these")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "tests"))
-    from hub_standin import serve_hub
+    from hub_standin import serve_hub_process
 
     from robopipe.bench.runner import Settings, run_scenario
 
@@ -82,7 +83,7 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     with contextlib.ExitStack() as stack:
-        hub = stack.enter_context(serve_hub({"local/cr5": {"v3.0": root, "main": root}}))
+        hub = stack.enter_context(serve_hub_process({"local/cr5": {"v3.0": root, "main": root}}))
         for prefix in chosen:
             remote = prefix in REMOTE
             encoding = "_elance" if prefix.startswith("lancedb") else ""

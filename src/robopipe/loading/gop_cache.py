@@ -6,8 +6,9 @@ Here each process reads an mp4's index (``moov``, ``robopipe.loading.prefetch.re
 once, so the GOP of every frame (from its keyframe to the next keyframe, plus
 ``REORDER_SAMPLES`` samples where frames are stored out of presentation order) is a known
 byte range. Before a batch is decoded, the GOPs its frames need that no cached range holds are
-fetched in one concurrent call (``fs.cat_ranges``: every range in flight at once, so the batch
-waits about one round trip, not one per frame; GOPs less than ``MERGE_GAP`` apart as one
+fetched in one concurrent call (``robopipe.formats.v30_reader.read_ranges``: every range in
+flight at once, each exactly its bytes, so the batch waits about one round trip, not one per
+frame; GOPs less than ``MERGE_GAP`` apart as one
 range) into an LRU cache bounded in bytes; neighbouring frames of a cached GOP cost no
 request. Decoders read the mp4 through ``GopFile`` from that cache (anything else, such as
 ffmpeg's probing reads when a decoder opens, falls back to a counted 1 MiB block). Decoding is
@@ -25,6 +26,7 @@ from collections import OrderedDict
 import numpy as np
 from fsspec.utils import merge_offset_ranges
 
+from robopipe.formats.v30_reader import read_ranges
 from robopipe.loading.prefetch import REORDER_SAMPLES, Mp4Index, SpanFile, read_mp4_index
 
 # ffmpeg reads through a forward seek of up to its AVIO buffer (torchcodec's: 64 KiB) plus its
@@ -221,7 +223,7 @@ class GopCache:
         """Make sure the GOPs of the frames at ``requests`` ((relative video path,
         timestamps in the file (T,) float64 seconds)) are cached: their ranges, merged where
         less than ``MERGE_GAP`` apart, that no held range covers are fetched in one
-        ``fs.cat_ranges`` call.
+        ``read_ranges`` call.
 
         Raises:
             OSError: a range came back with another length (a server that ignores Range).
@@ -252,7 +254,7 @@ class GopCache:
             return
         paths, starts, ends = (list(column) for column in zip(*missing, strict=True))
         start_s = time.perf_counter()
-        blobs = self.meta.fs.cat_ranges(paths, starts, ends, on_error="raise")
+        blobs = read_ranges(self.meta.fs, paths, starts, ends)
         waited = time.perf_counter() - start_s
         self.counters.add(fetch_s=waited, wait_s=waited)
         for path, start, end, data in zip(paths, starts, ends, blobs, strict=True):

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from robopipe.formats.v30_reader import read_ranges
 from robopipe.mp4 import box_path, boxes, child, children, find_moov, sample_layout, table
 
 HEAD_BYTES = 1 << 16  # first read of an mp4: ftyp and, in a faststart file, the moov's start
@@ -33,12 +34,13 @@ REORDER_SAMPLES = 4  # samples past the last needed one (decoders with frame reo
 
 
 def fetch_range(fs, path: str, start: int, end: int) -> bytes:
-    """Bytes ``[start, end)`` of ``path`` in one request.
+    """Bytes ``[start, end)`` of ``path`` in one request of exactly those bytes
+    (``robopipe.formats.v30_reader.read_ranges``).
 
     Raises:
         OSError: the server sent another length (a Range request it did not honour).
     """
-    data = fs.cat_file(path, start=start, end=end)
+    (data,) = read_ranges(fs, [path], [start], [end])
     if len(data) != end - start:
         raise OSError(f"{path}: asked for bytes {start}:{end}, got {len(data)} bytes")
     return data
