@@ -1,6 +1,7 @@
 """Snakemake job: check the whole source of one dataset (results/{dataset}/check.json): a
-v2.1 source before it is converted, a v3.0 one (a local folder, or any fsspec URL, read by
-range requests) before any loader reads it. A local v3.0 folder is also given to
+v2.1 source before it is converted (a large one's episodes checked by source_check_part
+jobs, merged here with the metadata's checks), a v3.0 one (a local folder, or any fsspec
+URL, read by range requests) before any loader reads it. A local v3.0 folder is also given to
 lerobot-lance-doctor where the peer environment exists; its verdict is check.json's
 ``doctor``, and a flag fails the check (a note where episodes are left out).
 
@@ -13,8 +14,14 @@ notes (compared with results/{dataset}/check_files.json, which the job keeps).
 import sys
 from pathlib import Path
 
-from robopipe.atomic import write_json
-from robopipe.conversion.check import check_source, read_report, write_report
+from robopipe.conversion.check import (
+    check_part,
+    merge_parts,
+    read_part,
+    read_report,
+    write_files,
+    write_report,
+)
 from robopipe.conversion.check_v30 import check_v30
 from robopipe.conversion.options import ConversionOptions
 from robopipe.jobs import logged
@@ -40,14 +47,15 @@ with logged(snakemake, pandas=False) as log:
         doctor = report.doctor or {}
         log.info("lerobot-lance-doctor: %s", doctor.get("skipped") or doctor.get("passed"))
     else:
-        report = check_source(
-            snakemake.params.source,
-            dataset,
-            options,
-            previous=read_report(files),
-            threads=snakemake.threads,
-        )
-    write_json(files, {"files": report.files}, indent=None)
+        source = snakemake.params.source
+        if snakemake.input.parts:  # the part jobs' findings, read each time they are needed
+            parts = lambda: (read_part(path) for path in snakemake.input.parts)  # noqa: E731
+        else:
+            whole = check_part(source, dataset, options, threads=snakemake.threads)
+            parts = lambda: [whole]  # noqa: E731
+        previous = files if files.is_file() else None
+        report = merge_parts(source, dataset, options, parts, previous=previous)
+    write_files(report, files)
     if report.ok:
         write_report(report, output)
         log.info("%s", report.summary(path=output))

@@ -31,6 +31,8 @@ SHARD_DIR = RESULTS_DIR + "/shards/{shard}"
 SHARD_DATA = "data.parquet"  # a shard job's rows, in SHARD_DIR
 SHARD_STATS = "stats.json"  # stats the compute_missing_stats repair computed, in SHARD_DIR
 CHECK_FILE = RESULTS_DIR + "/check.json"
+# one source check part job's findings, merged into CHECK_FILE ({part}: a 3-digit string)
+CHECK_PART_FILE = RESULTS_DIR + "/check_parts/part-{part}.json"
 STAGING_DIR = RESULTS_DIR + "/staging"
 STAGED_META_DIR = STAGING_DIR + "/meta"
 STAGED_DATA_FILE = STAGING_DIR + "/data/chunk-{chunk}/file-{file}.parquet"

@@ -138,3 +138,47 @@ def test_unknown_config_keys_name_the_nearest_valid_key(make_v21, tmp_path, run_
         "did you mean 'restamp_timestamps'?" in result.stderr
     )
     assert not (tmp_path / "results").exists()
+
+
+def test_a_check_in_parts_gives_the_one_report(make_v21, tmp_path, run_snakemake):
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=6), root)
+    (root / "videos/chunk-000/observation.images.front/episode_000001.mp4").write_bytes(b"junk")
+    (root / ".DS_Store").write_bytes(b"\0")
+    one = run_snakemake(tmp_path / "one", _config(root), "--cores", "2", "check", check=False)
+    config = _config(root, check_episodes_per_job=2)  # 3 part jobs, then the merge
+    parts = run_snakemake(tmp_path / "parts", config, "--cores", "2", "check", check=False)
+    jobs = {"source_check_part": 3, "source_check": 1, "check": 1}
+    assert _jobs(parts.stdout + parts.stderr) == jobs
+    assert one.returncode != 0 and parts.returncode != 0
+    line = (
+        "robopipe: dataset 'ds': episode 1: file videos/chunk-000/observation.images.front/"
+        "episode_000001.mp4: cannot read video"
+    )
+    assert line in one.stderr and line in parts.stderr
+    assert "Traceback" not in parts.stderr
+    for name in ("logs/ds/check.json", "ds/check_files.json"):
+        assert (tmp_path / "parts/results" / name).read_bytes() == (
+            tmp_path / "one/results" / name
+        ).read_bytes()
+
+    # a rewritten mp4 reruns its part and the merge; an added file only the merge
+    junk = "videos/chunk-000/observation.images.front/episode_000001.mp4"
+    shutil.copyfile(make_v21(episodes=6) / junk, root / junk)  # repaired
+    run_snakemake(tmp_path / "parts", config, "--cores", "2", "check")
+    mp4 = root / "videos/chunk-000/observation.images.wrist/episode_000005.mp4"
+    mp4.write_bytes(mp4.read_bytes())
+    result = run_snakemake(tmp_path / "parts", config, "--cores", "2", "-n", "check")
+    assert _jobs(result.stdout) == {"source_check_part": 1, "source_check": 1, "check": 1}
+    (root / "notes.txt").write_text("x")
+    result = run_snakemake(tmp_path / "parts", config, "--cores", "2", "check")
+    assert _jobs(result.stdout + result.stderr) == {
+        "source_check_part": 1,
+        "source_check": 1,
+        "check": 1,
+    }
+    notes = json.loads((tmp_path / "parts/results/ds/check.json").read_text())["notes"]
+    assert {(n["kind"], n["file"]) for n in notes} >= {
+        ("source_changed", str(mp4.relative_to(root))),
+        ("stray_file", "notes.txt"),
+    }

@@ -1,5 +1,6 @@
 """robopipe.workflow.sources: kinds, folders, options and the parse-time plan of sources."""
 
+import os
 import shutil
 
 import pytest
@@ -105,11 +106,30 @@ def test_local_plan_signatures_and_videos(make_v21):
     assert videos == [str(load_source(root, "d").video_file(i, key)) for i in range(5)]
     missing = str(root / "nothing.parquet")
     assert datasets.signatures_of("d", [missing]) == {"nothing.parquet": None}
-    # the digest of every file's signature, computed a file at a time
-    every = {}
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        every.update(datasets.signatures_of("d", [str(path)]))
-    assert datasets.source_digest("d") == digest(every)
+
+
+def test_check_digests_see_changed_and_added_files(make_v21, tmp_path):
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=5), root)
+    config = config_of(d={"path": str(root)})
+    datasets = Datasets(config)
+    assert datasets.check_ranges("d") == [(0, None)]
+    part, tree = datasets.check_part_digest("d", 0, None), datasets.check_tree_digest("d")
+    source = load_source(root, "d")
+    os.utime(source.video_file(3, source.video_keys[0]), ns=(1, 1))  # rewritten in place
+    assert Datasets(config).check_part_digest("d", 0, None) != part
+    assert Datasets(config).check_part_digest("d", 0, 3) == datasets.check_part_digest("d", 0, 3)
+    assert Datasets(config).check_tree_digest("d") == tree
+    (root / ".DS_Store").write_bytes(b"")
+    assert Datasets(config).check_tree_digest("d") != tree
+
+
+def test_big_sources_are_checked_in_parts(make_v21, tmp_path):
+    root = make_v21(episodes=5)
+    config = {"datasets": {"d": {"path": str(root), "conversion": {"check_episodes_per_job": 2}}}}
+    assert Datasets(config).check_ranges("d") == [(0, 2), (2, 4), (4, None)]
+    config["datasets"]["d"]["conversion"]["check_episodes_per_job"] = 5
+    assert Datasets(config).check_ranges("d") == [(0, None)]
 
 
 def test_unplannable_source_names_every_problem(make_v21, tmp_path):

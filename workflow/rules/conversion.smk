@@ -9,6 +9,7 @@
 from robopipe.bench.peers import peer_python
 from robopipe.layout import (
     CHECK_FILE,
+    CHECK_PART_FILE,
     JOB_STATS_FILE,
     LOG_FILE,
     PLAN_FILE,
@@ -52,12 +53,41 @@ def check_location(wildcards):
     return DATASETS.source_dir(wildcards.dataset)
 
 
-def all_source_signatures(wildcards):
-    """params of source_check: a digest of every file's path, size and mtime in a local
-    source."""
-    if not DATASETS.is_local(wildcards.dataset):
+def check_parts(wildcards):
+    """input parts of source_check: the part jobs' findings where the source is checked in
+    parts (Datasets.check_ranges), else none (the job checks every episode itself)."""
+    ranges = DATASETS.check_ranges(wildcards.dataset)
+    if len(ranges) == 1:
+        return []
+    return [
+        CHECK_PART_FILE.format(dataset=wildcards.dataset, part=f"{i:03d}")
+        for i in range(len(ranges))
+    ]
+
+
+def check_signatures(wildcards):
+    """params of source_check: a digest of a local source's meta files and file names (an
+    added or removed file reruns the check), and, where it checks every episode itself, of
+    its episodes' files (their size and mtime); "" for any other source."""
+    name = wildcards.dataset
+    if not DATASETS.is_local(name):
         return ""
-    return DATASETS.source_digest(wildcards.dataset)
+    tree = DATASETS.check_tree_digest(name)
+    if len(DATASETS.check_ranges(name)) > 1:
+        return tree
+    return digest([tree, DATASETS.check_part_digest(name, 0, None)])
+
+
+def check_part_range(wildcards):
+    """params of source_check_part: its episode indices, [first, stop) (stop None: the
+    rest)."""
+    return DATASETS.check_ranges(wildcards.dataset)[int(wildcards.part)]
+
+
+def check_part_signatures(wildcards):
+    """params of source_check_part: a digest of its episodes' files' size and mtime."""
+    first, stop = check_part_range(wildcards)
+    return DATASETS.check_part_digest(wildcards.dataset, first, stop)
 
 
 def plan_source_input(wildcards):
@@ -133,9 +163,39 @@ def validation_reports(wildcards):
     return targets.validation_reports(plan_of(wildcards.dataset), wildcards.dataset)
 
 
+# A local v2.1 source of more than `check_episodes_per_job` episodes is checked by part jobs
+# over ranges of episode indices (in parallel, each holding only its range); source_check
+# then checks the metadata and merges them into the one report.
+rule source_check_part:
+    input:
+        check_source_input,
+    output:
+        CHECK_PART_FILE,
+    log:
+        LOG_FILE.format(dataset="{dataset}", step="check/part-{part}"),
+    benchmark:
+        JOB_STATS_FILE.format(dataset="{dataset}", step="check/part-{part}")
+    wildcard_constraints:
+        part=r"\d{3}",
+    priority: 100
+    group:
+        slurm_group("source_check_part")
+    conda:
+        ROBOPIPE_ENV
+    threads: 1
+    params:
+        source=check_location,
+        options=conversion_of,
+        episodes=check_part_range,
+        files=check_part_signatures,
+    script:
+        "../../scripts/check_part.py"
+
+
 rule source_check:
     input:
         check_source_input,
+        parts=check_parts,
     output:
         CHECK_FILE,
     log:
@@ -160,7 +220,7 @@ rule source_check:
     params:
         source=check_location,
         options=conversion_of,
-        files=all_source_signatures,
+        files=check_signatures,
         v30=lambda w: DATASETS.is_v30(w.dataset),
         storage_options=lambda w: DATASETS.storage_options(w.dataset),
         episodes=lambda w: DATASETS.episodes(w.dataset) if DATASETS.is_v30(w.dataset) else None,

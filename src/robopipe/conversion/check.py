@@ -28,8 +28,11 @@ it when it is off.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import re
+import string
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -37,7 +40,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from robopipe.atomic import write_json
+import numpy as np
+
+from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.repairs import DERIVABLE_COLUMNS, repairs_of
 from robopipe.errors import DatasetError
@@ -200,7 +205,9 @@ def check_source(
     previous: Mapping | None = None,
     threads: int = 8,
 ) -> CheckReport:
-    """Check the v2.1 source in ``root`` completely; never raises for bad data.
+    """Check the v2.1 source in ``root`` completely, in this process; never raises for bad
+    data. The same report as :func:`check_part` jobs over episode ranges merged by
+    :func:`merge_parts`, with ``files`` in memory.
 
     Args:
         root: the v2.1 dataset folder, or a remote source's manifest (its files are then
@@ -218,32 +225,172 @@ def check_source(
     Returns:
         A :class:`CheckReport`.
     """
+    part = check_part(root, name, options, threads=threads)
+    report = merge_parts(root, name, options, lambda: [part], previous=previous)
+    report.files = dict(report.files.items())
+    return report
+
+
+@dataclass
+class CheckPart:
+    """What :func:`check_part` found in one range of episodes.
+
+    Attributes:
+        problems: the episodes' problems, in episode order.
+        files: each file it read, ``[size in bytes, mtime in ns]``, in episode order.
+        streams: each camera's stream parameters, :meth:`StreamRuns.to_json`.
+    """
+
+    problems: list[Problem] = field(default_factory=list)
+    files: dict[str, list[int]] = field(default_factory=dict)
+    streams: dict[str, list] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The part as :func:`write_part` writes it."""
+        return {
+            "problems": [dataclasses.asdict(p) for p in self.problems],
+            "files": self.files,
+            "streams": self.streams,
+        }
+
+
+def write_part(part: CheckPart, path: str | Path) -> None:
+    """Write ``part`` as JSON to ``path``, atomically."""
+    write_json(path, part.to_json(), indent=None)
+
+
+def read_part(path: str | Path) -> CheckPart:
+    """The :class:`CheckPart` :func:`write_part` wrote to ``path``."""
+    value = json.loads(Path(path).read_text(encoding="utf-8"))
+    return CheckPart([Problem(**p) for p in value["problems"]], value["files"], value["streams"])
+
+
+def check_part(
+    root: str | Path,
+    name: str,
+    options: ConversionOptions | None = None,
+    *,
+    first: int = 0,
+    stop: int | None = None,
+    threads: int = 8,
+) -> CheckPart:
+    """Check the files of the episodes listed in ``episodes.jsonl`` whose index is in
+    ``[first, stop)`` (``stop`` None: every index from ``first``); the metadata itself is
+    :func:`merge_parts`'s. Memory grows with the range, not with the dataset.
+
+    Args:
+        root, name, options, threads: as :func:`check_source`.
+        first, stop: the range of source episode indices.
+
+    Returns:
+        A :class:`CheckPart`; empty where the metadata leaves no episode to check.
+    """
     options = options or ConversionOptions()
     root, remote = source_root(root, name)
     if remote:  # range reads wait on the network, not on this job's CPUs
         threads = max(threads, REMOTE_THREADS)
+    scratch = CheckReport(name, "", repairs_of(options))
+    source = _check_metadata(root, name, scratch, remote, stats=False)
+    part = CheckPart()
+    if source is None:
+        return part
+    positions = [
+        i
+        for i, (index, _) in enumerate(source.episodes.heads)
+        if index >= first and (stop is None or index < stop)
+    ]
+    lengths = {}
+    for i in positions:
+        episode = source.episodes[i]
+        lengths[episode["episode_index"]] = episode.get("length")
+    checker = _EpisodeChecker(source, options, lengths)
+    streams = StreamRuns(source.video_keys)
+    indices = list(lengths)
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        # a batch at a time: the pool holds a future per episode it is given
+        for start in range(0, len(indices), EPISODES_PER_BATCH):
+            batch = indices[start : start + EPISODES_PER_BATCH]
+            for episode, (problems, files, found) in zip(
+                batch, pool.map(checker.check, batch), strict=True
+            ):
+                part.problems += problems
+                part.files.update(files)
+                for key, params in found.items():
+                    streams.add(key, episode, params)
+    part.streams = streams.to_json()
+    return part
+
+
+def merge_parts(
+    root: str | Path,
+    name: str,
+    options: ConversionOptions | None,
+    parts,
+    *,
+    previous: str | Path | Mapping | None = None,
+) -> CheckReport:
+    """The whole report of a source from its :func:`check_part` results: the metadata's
+    problems, the parts' in order, the cameras' consistency across every part, skipped
+    episodes' problems as notes, stray files and changes since ``previous`` as notes.
+
+    Args:
+        root, name, options: as :func:`check_source`.
+        parts: a callable giving the parts in episode order (each time it is called: the
+            report's ``files`` is read from them again as it is written).
+        previous: an earlier report's ``check_files.json`` (a path, read a piece at a time)
+            or its JSON: source files that changed, appeared or disappeared since are notes.
+
+    Returns:
+        A :class:`CheckReport` whose ``files`` is read from ``parts`` when iterated
+        (:func:`write_report`, :func:`write_files` write it a piece at a time).
+    """
+    options = options or ConversionOptions()
+    root, remote = source_root(root, name)
     report = CheckReport(name, remote.url if remote else str(root.resolve()), repairs_of(options))
     source = _check_metadata(root, name, report, remote)
-    if source is not None:
+    meta_files = dict(report.files)
+    changes = None if previous is None else _Changes(previous)
+    if changes:
+        changes.compare(meta_files)
+    count = len(meta_files)
+    if source is None:
+        parts = list  # nothing but the metadata was checked
+    else:
         skip = set(options.skip_episodes)
-        checker = _EpisodeChecker(source, options)
-        indices = [e["episode_index"] for e in source.episodes]
-        with ThreadPoolExecutor(max(1, threads)) as pool:
-            # a batch at a time: the pool holds a future per episode it is given
-            for start in range(0, len(indices), EPISODES_PER_BATCH):
-                batch = indices[start : start + EPISODES_PER_BATCH]
-                for problems, files in pool.map(checker.check, batch):
-                    report.problems += problems
-                    report.files.update(files)
-        report.problems += checker.consistency_problems()
+        streams = StreamRuns(source.video_keys)
+        for part in parts():
+            report.problems += part.problems
+            streams.update(part.streams)
+            count += len(part.files)
+            if changes:
+                changes.compare(part.files)
+        report.problems += streams.problems(source)
         # what is wrong with a skipped episode is only worth a note
-        for problem in [p for p in report.problems if p.episode in skip]:
-            report.problems.remove(problem)
-            report.notes.append(problem)
-        report.notes += _stray_files(root, report.files, remote)
-    if previous is not None:
-        report.notes += _changes(previous.get("files", {}), report.files)
+        report.notes += [p for p in report.problems if p.episode in skip]
+        report.problems = [p for p in report.problems if p.episode not in skip]
+        outside = {p.file for p in report.problems + report.notes if p.kind == "outside_root"}
+        report.notes += _stray_files(root, _UsedFiles(source, meta_files, outside), remote)
+    if changes:
+        report.notes += changes.notes()
+    report.files = _StreamedFiles(meta_files, parts, count)
     return report
+
+
+class _StreamedFiles(dict):
+    """``report.files`` of :func:`merge_parts`: the metadata's files, then each part's, read
+    from the parts when iterated (json's Python encoder asks only ``len`` and ``items``)."""
+
+    def __init__(self, meta: dict, parts, count: int) -> None:
+        super().__init__()
+        self._meta, self._parts, self._count = meta, parts, count
+
+    def __len__(self) -> int:
+        return self._count
+
+    def items(self):
+        yield from self._meta.items()
+        for part in self._parts():
+            yield from part.files.items()
 
 
 class SourceCheckError(DatasetError):
@@ -260,6 +407,13 @@ def write_report(report: CheckReport, path: str | Path) -> None:
     write_json(path, report.to_json(), indent=1)
 
 
+def write_files(report: CheckReport, path: str | Path) -> None:
+    """Write ``report.files`` as ``{"files": ...}`` compact JSON to ``path``, atomically, a
+    piece at a time (``check_files.json``, the next check's ``previous``)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as file:
+        json.dump({"files": report.files}, file, ensure_ascii=False)
+
+
 def read_report(path: str | Path) -> dict | None:
     """The JSON of an earlier report at ``path``, or None when there is none."""
     try:
@@ -268,8 +422,9 @@ def read_report(path: str | Path) -> dict | None:
         return None
 
 
-def _check_metadata(root: Path, name: str, report: CheckReport, remote=None):
-    """Check ``meta/``; return the :class:`V21Source` when episodes can be checked."""
+def _check_metadata(root: Path, name: str, report: CheckReport, remote=None, *, stats=True):
+    """Check ``meta/`` (``episodes_stats.jsonl`` too where ``stats``); return the
+    :class:`V21Source` when episodes can be checked."""
     if not root.is_dir():
         report.problems.append(
             Problem("source", f"source folder {root} does not exist; check `path`")
@@ -325,7 +480,8 @@ def _check_metadata(root: Path, name: str, report: CheckReport, remote=None):
         )
         return None
     source = V21Source(name, root, info, episodes, tasks, video_keys, remote)
-    _check_stats(source, repairs["compute_missing_stats"], meta_problems)
+    if stats:
+        _check_stats(source, repairs["compute_missing_stats"], meta_problems)
     return source
 
 
@@ -382,25 +538,30 @@ class _EpisodeChecker:
     """Checks one episode's files (thread-safe: each call returns its own results) and
     collects each camera's stream parameters for :meth:`consistency_problems`."""
 
-    def __init__(self, source: V21Source, options: ConversionOptions) -> None:
+    def __init__(
+        self, source: V21Source, options: ConversionOptions, lengths: Mapping[int, int | None]
+    ) -> None:
         self.source = source
-        self.lengths = {e["episode_index"]: e.get("length") for e in source.episodes}
+        self.lengths = lengths  # of the episodes it checks
         self.root = source.root.resolve()
         self.repairs = repairs_of(options)
         self.restamp = options.restamp_timestamps
         self.tolerance_s = options.tolerance_s
-        # video_key -> episode -> {"codec", "width", "height", "pix_fmt", "fps", "time_base"}
-        self.streams: dict[str, dict[int, dict]] = {k: {} for k in source.video_keys}
         # the stream PyAV found in an earlier mp4 of the same _stream_signature
         self.known_streams: dict[tuple, dict] = {}
 
-    def check(self, episode: int) -> tuple[list[Problem], dict[str, list[int]]]:
+    def check(self, episode: int) -> tuple[list[Problem], dict[str, list[int]], dict[str, tuple]]:
+        """The episode's problems, its files' ``[size, mtime_ns]`` and each readable camera's
+        :func:`_consistency_key` of its stream."""
         problems: list[Problem] = []
         files: dict[str, list[int]] = {}
+        streams = {}
         rows = self._check_data(episode, problems, files)
         for key in self.source.video_keys:
-            self._check_video(episode, key, rows, problems, files)
-        return problems, files
+            params = self._check_video(episode, key, rows, problems, files)
+            if params is not None:
+                streams[key] = _consistency_key(params)
+        return problems, files, streams
 
     def _locate(self, episode: int, path: Path, what: str, problems: list[Problem], files: dict):
         """The path relative to the root, or None (with a problem) when it is unusable;
@@ -613,13 +774,14 @@ class _EpisodeChecker:
             )
         ]
 
-    def _check_video(self, episode, key, rows, problems, files) -> None:
+    def _check_video(self, episode, key, rows, problems, files) -> dict | None:
+        """Check camera ``key``'s mp4; its stream's parameters, None where it is unreadable."""
         from robopipe.mp4 import plain_track
 
         path = self.source.video_file(episode, key)
         rel = self._locate(episode, path, "video file", problems, files)
         if rel is None:
-            return
+            return None
         readable = self.source.readable(path)
         # the mp4's index where it is plain and an earlier file of the same sample entry was
         # opened with PyAV (a third of the check's time at 20,000 episodes); else PyAV
@@ -631,11 +793,10 @@ class _EpisodeChecker:
         else:
             found = self._demuxed_stream(episode, readable, rel, problems, files)
             if found is None:
-                return
+                return None
             params, frames = found
             if signature:
                 self.known_streams.setdefault(signature, params)
-        self.streams[key][episode] = params
         problems += self._stream_problems(episode, key, rel, params)
         if rows is not None and frames and frames != rows:
             problems.append(
@@ -646,6 +807,7 @@ class _EpisodeChecker:
                     rel,
                 )
             )
+        return params
 
     def _demuxed_stream(self, episode, readable, rel, problems, files):
         """The stream's parameters and frame count from PyAV, or None (with a problem) when
@@ -718,24 +880,76 @@ class _EpisodeChecker:
             )
         return problems
 
-    def consistency_problems(self) -> list[Problem]:
+
+# the stream parameters compared across a camera's episodes, in :func:`_consistency_key` order
+CONSISTENCY = ("codec", "width", "height", "pix_fmt", "time_base")
+
+
+def _consistency_key(params: Mapping) -> tuple:
+    """The :data:`CONSISTENCY` parameters of a stream, as JSON keeps them (the time base as
+    its text: ``1/15360``, as the messages print it)."""
+    return tuple(str(params[w]) if w == "time_base" else params[w] for w in CONSISTENCY)
+
+
+class StreamRuns:
+    """Each camera's stream parameters (:func:`_consistency_key`) by episode, held as runs of
+    consecutive episodes per distinct value: a few entries per camera, not one per episode.
+
+    ``runs[key][params]`` is a list of ``[first, stop)`` episode ranges, the values in the
+    order their first episode comes (episodes are added in increasing order).
+    """
+
+    def __init__(self, keys) -> None:
+        self.runs: dict[str, dict[tuple, list[list[int]]]] = {k: {} for k in keys}
+
+    def add(self, key: str, episode: int, params: tuple) -> None:
+        """Camera ``key``'s stream of ``episode`` (after any episode added before)."""
+        ranges = self.runs[key].setdefault(params, [])
+        if ranges and ranges[-1][1] == episode:
+            ranges[-1][1] = episode + 1
+        else:
+            ranges.append([episode, episode + 1])
+
+    def update(self, other: Mapping[str, list]) -> None:
+        """Add a later part's runs, as :meth:`to_json` wrote them."""
+        for key, values in other.items():
+            for params, ranges in values:
+                for first, stop in ranges:
+                    mine = self.runs[key].setdefault(tuple(params), [])
+                    if mine and mine[-1][1] == first:
+                        mine[-1][1] = stop
+                    else:
+                        mine.append([first, stop])
+
+    def to_json(self) -> dict:
+        """``{key: [[params, ranges], ...]}``."""
+        return {k: [[list(p), r] for p, r in v.items()] for k, v in self.runs.items()}
+
+    def problems(self, source: V21Source) -> list[Problem]:
         """Episodes whose stream differs from most episodes of the same camera in what
         info.json does not declare: the time base, and any parameter it leaves out."""
         problems = []
-        for key, by_episode in self.streams.items():
-            declared = self._declared(key)
-            for what in ("codec", "width", "height", "pix_fmt", "time_base"):
+        for key, by_value in self.runs.items():
+            declared = declared_stream(source.info, key)
+            for i, what in enumerate(CONSISTENCY):
                 if declared.get(what) is not None:
                     continue  # each episode was compared with info.json
-                values = Counter(p[what] for p in by_episode.values())
+                values: Counter = Counter()
+                for params, ranges in by_value.items():
+                    values[params[i]] += sum(stop - first for first, stop in ranges)
                 usual = values.most_common(1)[0][0] if values else None
-                for episode, p in sorted(by_episode.items()):
-                    if p[what] == usual:
-                        continue
+                odd = sorted(
+                    (episode, params[i])
+                    for params, ranges in by_value.items()
+                    if params[i] != usual
+                    for first, stop in ranges
+                    for episode in range(first, stop)
+                )
+                for episode, value in odd:
                     kind = "video_size" if what in ("width", "height") else f"video_{what}"
-                    rel = os.path.relpath(self.source.video_file(episode, key), self.source.root)
+                    rel = os.path.relpath(source.video_file(episode, key), source.root)
                     message = (
-                        f"video {what} is {p[what]} but {values[usual]} other episodes of "
+                        f"video {what} is {value} but {values[usual]} other episodes of "
                         f"{key} have {usual}; re-encode the episode to match, or leave it out "
                         "with `skip_episodes`"
                     )
@@ -780,20 +994,141 @@ def _walk(root: Path):
             yield os.path.relpath(os.path.join(folder, name), root)
 
 
+class _UsedFiles:
+    """Whether a file of the source is one the check read (``rel in used``): a metadata file
+    it recorded, or the data file or an mp4 of an episode listed in ``episodes.jsonl``, inside
+    the root; decided from the path templates, without a table of every file."""
+
+    def __init__(self, source: V21Source, meta: Mapping, outside: set) -> None:
+        self.source, self.meta, self.outside = source, meta, outside
+        total = int(source.info["total_episodes"])
+        self.listed = bytearray(total)  # the checked episodes: listed, index in range
+        for index, _ in getattr(source.episodes, "heads", ()):
+            self.listed[index] = 1
+        self.templates = [
+            (*_template_pattern(source.info["data_path"]), False),
+            *([(*_template_pattern(source.info["video_path"]), True)] if source.video_keys else []),
+        ]
+
+    def __contains__(self, rel: str) -> bool:
+        if rel in self.meta:
+            return True
+        if rel in self.outside:
+            return False
+        source = self.source
+        for pattern, fields, video in self.templates:
+            match = pattern.fullmatch(rel)
+            if match is None:
+                continue
+            values = dict(zip(fields, match.groups(), strict=True))
+            if not values.get("episode_index", "").isdigit():
+                continue
+            episode = int(values["episode_index"])
+            if episode >= len(self.listed) or not self.listed[episode]:
+                continue
+            key = values.get("video_key")
+            if video and key not in source.video_keys:
+                continue
+            path = source.video_file(episode, key) if video else source.data_file(episode)
+            if os.path.relpath(path, source.root) == rel:
+                return True
+        return False
+
+
+def _template_pattern(template: str) -> tuple[re.Pattern, list[str]]:
+    """A regular expression matching the paths ``template`` makes, and its groups' fields."""
+    pattern, fields = [], []
+    for literal, name, _spec, _conversion in string.Formatter().parse(template):
+        pattern.append(re.escape(literal))
+        if name is not None:
+            fields.append(name)
+            pattern.append("(.+?)" if name == "video_key" else r"(\d+)")
+    return re.compile("".join(pattern)), fields
+
+
+# an entry of compact JSON's "files" object: its key (JSON-escaped) and its value's text
+_FILE_ENTRY = re.compile(rb'"((?:[^"\\]|\\.)*)": (\[[^\]]*\])')
+
+
+def _hash64(text: str) -> int:
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") - (
+        1 << 63
+    )
+
+
+class _Changes:
+    """The source files that changed, appeared or disappeared since an earlier check, compared
+    a group of files at a time. The earlier files are held as 64-bit hashes of each path and
+    of its signature (16 bytes a file); their paths are read again only for removed files.
+
+    Args:
+        previous: the earlier ``check_files.json`` (compact JSON, read a piece at a time), or
+            an earlier report's JSON (``{"files": {path: signature}}``).
+    """
+
+    def __init__(self, previous: str | Path | Mapping) -> None:
+        self.previous = previous
+        paths, values = [], []
+        for rel, value in self._entries():
+            paths.append(_hash64(rel))
+            values.append(_hash64(value))
+        order = np.argsort(np.array(paths, np.int64), kind="stable")
+        self.paths = np.array(paths, np.int64)[order]
+        self.values = np.array(values, np.int64)[order]
+        self.seen = np.zeros(len(paths), bool)
+        self.found: list[tuple[str, str]] = []  # (path, kind)
+
+    def _entries(self):
+        """Each earlier file's path and its signature's JSON text."""
+        if isinstance(self.previous, Mapping):
+            for rel, value in self.previous.get("files", {}).items():
+                yield rel, json.dumps(list(value))
+            return
+        with open(self.previous, "rb") as file:
+            rest = b""
+            while chunk := file.read(1 << 20):
+                rest += chunk
+                end = 0
+                for match in _FILE_ENTRY.finditer(rest):
+                    key, end = match.group(1), match.end()
+                    rel = json.loads(b'"' + key + b'"') if b"\\" in key else key.decode()
+                    yield rel, match.group(2).decode()
+                rest = rest[end:]
+
+    def compare(self, files: Mapping) -> None:
+        """Compare ``files`` (``{path: signature}``, no path given twice)."""
+        rels = list(files)
+        if not rels:
+            return
+        paths = np.array([_hash64(rel) for rel in rels], np.int64)
+        values = np.array([_hash64(json.dumps(list(files[rel]))) for rel in rels], np.int64)
+        at = np.minimum(np.searchsorted(self.paths, paths), max(len(self.paths) - 1, 0))
+        known = self.paths[at] == paths if len(self.paths) else np.zeros(len(rels), bool)
+        self.seen[at[known]] = True
+        changed = known & (self.values[at] != values) if len(self.paths) else known
+        self.found += [(rels[i], "source_added") for i in np.flatnonzero(~known)]
+        self.found += [(rels[i], "source_changed") for i in np.flatnonzero(changed)]
+
+    def notes(self) -> list[Problem]:
+        """A note per file that changed, appeared (compared) or disappeared (earlier, never
+        compared), in path order."""
+        removed = set(self.paths[~self.seen].tolist())
+        if removed:
+            self.found += [
+                (rel, "source_removed") for rel, _ in self._entries() if _hash64(rel) in removed
+            ]
+        messages = {
+            "source_removed": "removed since the last check",
+            "source_added": "added since the last check",
+            "source_changed": "changed since the last check (size or modification time): "
+            "the jobs that read it are rerun",
+        }
+        return [Problem(kind, messages[kind], file=rel) for rel, kind in sorted(self.found)]
+
+
 def _changes(before: Mapping, after: Mapping) -> list[Problem]:
-    notes = []
-    for rel in sorted(set(before) | set(after)):
-        if rel not in after:
-            notes.append(Problem("source_removed", "removed since the last check", file=rel))
-        elif rel not in before:
-            notes.append(Problem("source_added", "added since the last check", file=rel))
-        elif list(before[rel]) != list(after[rel]):
-            notes.append(
-                Problem(
-                    "source_changed",
-                    "changed since the last check (size or "
-                    "modification time): the jobs that read it are rerun",
-                    file=rel,
-                )
-            )
-    return notes
+    """Notes for the files of ``after`` (``{path: signature}``) that changed, appeared or
+    disappeared since ``before`` (the same)."""
+    changes = _Changes({"files": before})
+    changes.compare(after)
+    return changes.notes()

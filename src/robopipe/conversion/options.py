@@ -42,6 +42,10 @@ class ConversionOptions:
         episodes_per_shard: most episodes in one shard job, an upper bound on top of
             ``shard_size_in_mb`` (default 10,000: above the 4,000 episodes the default target
             allows, so the target decides; a small value gives small shards for tests).
+        check_episodes_per_job: most episode indices one source check job reads (a local
+            v2.1 source of more episodes is checked by parallel part jobs over ranges of
+            indices, merged into one report; default 10,000: a dataset below it keeps one job,
+            and a part's memory and time do not grow with the dataset).
         skip_episodes: source episode indices left out; the kept episodes are renumbered
             ``0..N-1`` in source order (v3.0 requires contiguous episode indices).
         restamp_timestamps: rewrite ``timestamp`` as ``frame_index / fps``, seconds.
@@ -59,6 +63,7 @@ class ConversionOptions:
     chunks_size: int = DEFAULT_CHUNK_SIZE
     shard_size_in_mb: float = 200.0
     episodes_per_shard: int = 10_000
+    check_episodes_per_job: int = 10_000
     skip_episodes: tuple[int, ...] = ()
     restamp_timestamps: bool = False
     tolerance_s: float = DEFAULT_TOLERANCE_S
@@ -71,6 +76,10 @@ class ConversionOptions:
     def __post_init__(self) -> None:
         if self.episodes_per_shard < 1:
             raise ValueError(f"episodes_per_shard must be >= 1, got {self.episodes_per_shard}")
+        if self.check_episodes_per_job < 1:
+            raise ValueError(
+                f"check_episodes_per_job must be >= 1, got {self.check_episodes_per_job}"
+            )
         if not self.shard_size_in_mb > 0:
             raise ValueError(f"shard_size_in_mb must be > 0, got {self.shard_size_in_mb}")
         if self.validate_frames not in ("sample", "all"):

@@ -33,6 +33,7 @@ ONE_JOB_EPISODES = 1000
 # DAG.update_ready, Snakemake 9.x), so each of these runs as a job of its own
 AFTER_CHECKPOINT = ("meta", "validate", "publish", "robomimic_v21")
 LARGE_DATASET_GROUPS = {
+    "source_check_part": "checks",
     "shard": "shards",
     "aggregate_data": "aggregates",
     "aggregate_video": "aggregates",

@@ -351,22 +351,62 @@ class Datasets:
         positions = self.video_file_episodes(name, key)[(chunk, file)]
         return [str(source.video_file(episodes[i].source_episode_index, key)) for i in positions]
 
-    def source_digest(self, name: str) -> str:
-        """:func:`digest` of every file of a local source as ``{relative path: [size in
-        bytes, mtime_ns]}``, so that a changed, added or removed file changes it; hashed a
-        file at a time in sorted order (the same value, without a table of every file)."""
+    def check_ranges(self, name: str) -> list[tuple[int, int | None]]:
+        """The source episode indices each source check part job reads, ``[first, stop)``
+        (``stop`` None for the last: every index above): for a local v2.1 source whose
+        ``info.json`` says ``total_episodes`` above the dataset's ``check_episodes_per_job``,
+        ranges of that many; else one range of every episode (one job)."""
+        per = self.options(name).check_episodes_per_job
+        total = self.local_info(name).get("total_episodes") if self.is_local(name) else None
+        if not isinstance(total, int) or total <= per or self.is_v30(name):
+            return [(0, None)]
+        parts = -(-total // per)
+        return [(i * per, (i + 1) * per if i < parts - 1 else None) for i in range(parts)]
+
+    def check_part_digest(self, name: str, first: int, stop: int | None) -> str:
+        """:func:`digest` of ``[size in bytes, mtime_ns]`` (None for a missing file) of the
+        data file and mp4s of each episode index in ``[first, stop)`` of a local v2.1 source
+        (``stop`` None: up to ``total_episodes``), so that a changed one changes it; ``""``
+        where the source's metadata cannot be read (the check says why)."""
+        try:
+            source = self.local_source(name)
+        except DatasetError:
+            return ""
+        root, info = str(source.root), source.info
+        total = int(info["total_episodes"])
+        per_chunk = source.chunks_size
+        hashed = hashlib.sha256()
+        for episode in range(first, total if stop is None else min(stop, total)):
+            chunk = episode // per_chunk
+            rels = [info["data_path"].format(episode_chunk=chunk, episode_index=episode)]
+            rels += [
+                info["video_path"].format(episode_chunk=chunk, episode_index=episode, video_key=k)
+                for k in source.video_keys
+            ]
+            for rel in rels:
+                try:
+                    stat = os.stat(f"{root}/{rel}")
+                except OSError:
+                    hashed.update(f"{rel}: null\n".encode())
+                else:
+                    hashed.update(f"{rel}: {stat.st_size} {stat.st_mtime_ns}\n".encode())
+        return hashed.hexdigest()
+
+    def check_tree_digest(self, name: str) -> str:
+        """:func:`digest` of a local source's meta files' ``[size, mtime_ns]`` and of every
+        file's path (names only, listed without a stat): an added, removed or renamed file,
+        or a changed meta file, changes it (the episodes' files: :meth:`check_part_digest`)."""
         root = self.source_dir(name)
-        relative = sorted(
-            os.path.relpath(os.path.join(folder, file_name), root)
-            for folder, _dirs, file_names in os.walk(root)
-            for file_name in file_names
-        )
-        hashed = hashlib.sha256(b"{")
-        for i, rel in enumerate(relative):
-            stat = os.stat(os.path.join(root, rel))
-            entry = f"{json.dumps(rel)}: {json.dumps([stat.st_size, stat.st_mtime_ns])}"
-            hashed.update(((", " if i else "") + entry).encode())
-        hashed.update(b"}")
+        hashed = hashlib.sha256()
+        for rel in V21_META_FILES:
+            try:
+                stat = os.stat(os.path.join(root, rel))
+            except OSError:
+                continue
+            hashed.update(f"{rel}: {stat.st_size} {stat.st_mtime_ns}\n".encode())
+        for folder, dirs, file_names in os.walk(root):
+            dirs.sort()
+            hashed.update(f"{folder}\n{'/'.join(sorted(file_names))}\n".encode())
         return hashed.hexdigest()
 
     def signatures_of(self, name: str, paths: list[str]) -> dict[str, list[int] | None]:
