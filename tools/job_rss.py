@@ -5,9 +5,14 @@ process's peak RSS (``VmHWM``, MB) and wall time. Run one job per process:
 
     python tools/job_rss.py plan /tmp/droid/d20k /tmp/rss20k/plan.json
     python tools/job_rss.py check /tmp/droid/d20k /tmp/rss20k
+    python tools/job_rss.py check-part /tmp/droid/d20k /tmp/rss20k/part-001.json 10000 -
+    python tools/job_rss.py check-merge /tmp/droid/d20k /tmp/rss20k PART.json...
     python tools/job_rss.py meta /tmp/rss20k/plan.json RUN/video_episodes /tmp/rss20k/meta
 
-``check`` writes ``check.json`` and ``check_files.json`` into its folder, as the job does;
+``check`` writes ``check.json`` and ``check_files.json`` into its folder, as the job does
+(the whole check in one process); ``check-part`` one part job's findings (episode indices
+``[FIRST, STOP)``, ``-`` for no end), ``check-merge`` the two reports from the parts (with
+``check_files.json`` of an earlier run in the folder as ``previous``);
 ``meta`` reads the ``video_episodes`` JSON files of an earlier run of the same source
 (``results/{dataset}/video_episodes``, the aggregate_video jobs' output) and writes the
 ``meta/`` folder into the last argument.
@@ -38,12 +43,34 @@ def run(job: str, args: list[str]) -> None:
         source, out = args
         make_plan(load_source(source, "droid"), ConversionOptions()).save(out)
     elif job == "check":
-        from robopipe.atomic import write_json
-        from robopipe.conversion.check import check_source, write_report
+        from robopipe.conversion.check import check_source, write_files, write_report
 
         source, out = args
         report = check_source(source, "droid", ConversionOptions(), threads=2)
-        write_json(Path(out) / "check_files.json", {"files": report.files}, indent=None)
+        write_files(report, Path(out) / "check_files.json")
+        write_report(report, Path(out) / "check.json")
+        print(report.summary())
+    elif job == "check-part":
+        from robopipe.conversion.check import check_part, write_part
+
+        source, out, first, stop = args
+        stop = None if stop == "-" else int(stop)
+        options = ConversionOptions()
+        part = check_part(source, "droid", options, first=int(first), stop=stop, threads=1)
+        write_part(part, out)
+    elif job == "check-merge":
+        from robopipe.conversion.check import merge_parts, read_part, write_files, write_report
+
+        source, out, *parts = args
+        previous = Path(out) / "check_files.json"
+        report = merge_parts(
+            source,
+            "droid",
+            ConversionOptions(),
+            lambda: (read_part(p) for p in parts),
+            previous=previous if previous.is_file() else None,
+        )
+        write_files(report, previous)
         write_report(report, Path(out) / "check.json")
         print(report.summary())
     elif job == "meta":
@@ -59,7 +86,7 @@ def run(job: str, args: list[str]) -> None:
             Path(out),
         )
     else:
-        raise SystemExit(f"unknown job {job!r}: plan, check or meta")
+        raise SystemExit(f"unknown job {job!r}: plan, check, check-part, check-merge or meta")
 
 
 if __name__ == "__main__":

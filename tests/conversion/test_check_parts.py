@@ -113,3 +113,13 @@ def test_stream_runs_find_the_odd_episode_across_parts(make_v21):
     assert problems[0].message.startswith(
         f"video time_base is 1/90000 but 5 other episodes of {key} have 1/15360;"
     )
+
+
+def test_a_missing_episodes_file_is_named_by_the_merge(make_v21, tmp_path):
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=6), root)
+    (root / "meta/episodes.jsonl").unlink()
+    part = check_part(root, "ds", first=0, stop=3)
+    assert part.problems == [] and part.files == {}
+    report = merge_parts(root, "ds", None, lambda: [part])
+    assert [(p.kind, p.file) for p in report.problems] == [("metadata", "meta/episodes.jsonl")]

@@ -296,7 +296,7 @@ def check_part(
         return part
     positions = [
         i
-        for i, (index, _) in enumerate(source.episodes.heads)
+        for i, (index, _) in enumerate(getattr(source.episodes, "heads", ()))
         if index >= first and (stop is None or index < stop)
     ]
     lengths = {}
@@ -388,9 +388,14 @@ class _StreamedFiles(dict):
         return self._count
 
     def items(self):
-        yield from self._meta.items()
+        for files in self.groups():
+            yield from files.items()
+
+    def groups(self):
+        """The files a group at a time: the metadata's, then each part's."""
+        yield self._meta
         for part in self._parts():
-            yield from part.files.items()
+            yield part.files
 
 
 class SourceCheckError(DatasetError):
@@ -410,8 +415,17 @@ def write_report(report: CheckReport, path: str | Path) -> None:
 def write_files(report: CheckReport, path: str | Path) -> None:
     """Write ``report.files`` as ``{"files": ...}`` compact JSON to ``path``, atomically, a
     piece at a time (``check_files.json``, the next check's ``previous``)."""
+    files = report.files
+    groups = files.groups() if isinstance(files, _StreamedFiles) else [files]
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as file:
-        json.dump({"files": report.files}, file, ensure_ascii=False)
+        # json.dumps's bytes of the whole, from its C encoder a group at a time
+        file.write('{"files": {')
+        separator = ""
+        for group in groups:
+            if group:
+                file.write(separator + json.dumps(group, ensure_ascii=False)[1:-1])
+                separator = ", "
+        file.write("}}")
 
 
 def read_report(path: str | Path) -> dict | None:
@@ -491,7 +505,10 @@ def _check_stats(source: V21Source, repair: bool, problems: list[Problem]) -> No
     except DatasetError as exc:
         problems.append(Problem("stats", exc.reason, file=V21_EPISODES_STATS_PATH))
         return
-    absent = sorted({e["episode_index"] for e in source.episodes} - set(have))
+    listed = getattr(source.episodes, "heads", None)  # EpisodeLines: no line parsed again
+    if listed is None:
+        listed = [(e["episode_index"], None) for e in source.episodes]
+    absent = sorted({index for index, _ in listed} - set(have))
     if not absent or repair:
         return
     if not have:
@@ -990,8 +1007,9 @@ def _walk(root: Path):
     """Every file under ``root``, relative to it, in sorted folder order."""
     for folder, dirs, names in os.walk(root):
         dirs.sort()
+        base = os.path.relpath(folder, root)
         for name in sorted(names):
-            yield os.path.relpath(os.path.join(folder, name), root)
+            yield name if base == "." else f"{base}/{name}"
 
 
 class _UsedFiles:
@@ -1029,8 +1047,12 @@ class _UsedFiles:
             key = values.get("video_key")
             if video and key not in source.video_keys:
                 continue
-            path = source.video_file(episode, key) if video else source.data_file(episode)
-            if os.path.relpath(path, source.root) == rel:
+            # the file's path as the checker names it (V21Source.data_file, .video_file,
+            # relative to the root), without pathlib
+            made = source.info["video_path" if video else "data_path"].format(
+                episode_chunk=episode // source.chunks_size, episode_index=episode, video_key=key
+            )
+            if made == rel or os.path.normpath(made) == rel:
                 return True
         return False
 
