@@ -903,6 +903,7 @@ class HubStandin(HubAddress):
             self.server.uploads_left = None
         self.server.released.set()
 
+
 @dataclass
 class HubProcess(HubAddress):
     """A stand-in running as a child process (:func:`serve_hub_process`)."""

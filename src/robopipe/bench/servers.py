@@ -7,11 +7,12 @@ what the Hub stand-in (``tests/hub_standin.py``) builds on.
 
 Both servers run as child processes (:func:`serve_process`, which also runs the Hub stand-in
 for the benchmark: ``tests/hub_standin.py``'s ``serve_hub_process``), whose pids
-``robopipe.bench.measure.SERVER_PIDS`` lists, so that a loader's CPU seconds (``robopipe.bench.measure.tree_cpu_s``) leave out the
-server's, as they would for a remote server. moto is costly per request: it reads an object's
-whole value to answer a ranged GET (``FakeKey.value``, under the object's lock, so one request
-at a time per object): about 100 ms and 85 CPU ms for 18 KB of cr5's 154 MB mp4, against
-nginx's 0.3 ms (docs/benchmarks.md).
+``robopipe.bench.measure.SERVER_PIDS`` lists, so that a loader's CPU seconds
+(``robopipe.bench.measure.tree_cpu_s``) leave out the server's, as they would for a remote
+server. moto is costly per request: it reads an object's whole value to answer a ranged GET
+(``FakeKey.value``, under the object's lock, so one request at a time per object): about
+100 ms and 85 CPU ms for 18 KB of cr5's 154 MB mp4, against nginx's 0.3 ms
+(docs/benchmarks.md).
 """
 
 from __future__ import annotations
