@@ -33,6 +33,7 @@ import json
 import os
 import re
 import string
+from array import array
 from collections import Counter
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -467,12 +468,16 @@ def _check_metadata(root: Path, name: str, report: CheckReport, remote=None, *, 
         lines = read_episode_lines(root, V21_EPISODES_PATH, name)
         for episode, message in episode_index_problems(lines.heads, info["total_episodes"]):
             meta_problems.append(Problem("episode_index", message, episode, V21_EPISODES_PATH))
-        # the listed episodes that can be checked: each valid index once (its first line)
-        by_index: dict[int, int] = {}
-        for position, (index, _) in enumerate(lines.heads):
-            if isinstance(index, int) and 0 <= index < info["total_episodes"]:
-                by_index.setdefault(index, position)
-        episodes = lines.take([by_index[i] for i in sorted(by_index)])
+        # the listed episodes that can be checked: each valid index once (its first line),
+        # in index order; as arrays (8 bytes an episode), not a dict
+        total = info["total_episodes"]
+        indices = np.fromiter(
+            (i if isinstance(i, int) and 0 <= i < total else -1 for i, _ in lines.heads),
+            np.int64,
+            len(lines.heads),
+        )
+        valid, first = np.unique(indices, return_index=True)
+        episodes = lines.take(first[valid >= 0])
     except DatasetError as exc:
         meta_problems.append(Problem("metadata", exc.reason, file=V21_EPISODES_PATH))
     try:
@@ -508,7 +513,7 @@ def _check_stats(source: V21Source, repair: bool, problems: list[Problem]) -> No
     listed = getattr(source.episodes, "heads", None)  # EpisodeLines: no line parsed again
     if listed is None:
         listed = [(e["episode_index"], None) for e in source.episodes]
-    absent = sorted({index for index, _ in listed} - set(have))
+    absent = sorted(index for index, _ in listed if index not in have)
     if not absent or repair:
         return
     if not have:
@@ -1090,13 +1095,13 @@ class _Changes:
 
     def __init__(self, previous: str | Path | Mapping) -> None:
         self.previous = previous
-        paths, values = [], []
+        paths, values = array("q"), array("q")  # 8 bytes a file, not a Python int
         for rel, value in self._entries():
             paths.append(_hash64(rel))
             values.append(_hash64(value))
-        order = np.argsort(np.array(paths, np.int64), kind="stable")
-        self.paths = np.array(paths, np.int64)[order]
-        self.values = np.array(values, np.int64)[order]
+        order = np.argsort(np.frombuffer(paths, np.int64), kind="stable")
+        self.paths = np.frombuffer(paths, np.int64)[order]
+        self.values = np.frombuffer(values, np.int64)[order]
         self.seen = np.zeros(len(paths), bool)
         self.found: list[tuple[str, str]] = []  # (path, kind)
 

@@ -349,7 +349,16 @@ class Datasets:
         source = self.local_source(name)
         episodes = self.local_plan(name).episodes
         positions = self.video_file_episodes(name, key)[(chunk, file)]
-        return [str(source.video_file(episodes[i].source_episode_index, key)) for i in positions]
+        # V21Source.video_file's paths as text, without pathlib (4 us a path at parse time)
+        root, template, per_chunk = str(source.root), source.info["video_path"], source.chunks_size
+        paths = []
+        for i in positions:
+            episode = episodes[i].source_episode_index
+            rel = template.format(
+                episode_chunk=episode // per_chunk, episode_index=episode, video_key=key
+            )
+            paths.append(f"{root}/{rel}")
+        return paths
 
     def check_ranges(self, name: str) -> list[tuple[int, int | None]]:
         """The source episode indices each source check part job reads, ``[first, stop)``
