@@ -304,6 +304,7 @@ def check_part(
     for i in positions:
         episode = source.episodes[i]
         lengths[episode["episode_index"]] = episode.get("length")
+    source.episodes = ()  # the range's lengths are all the checker needs of them
     checker = _EpisodeChecker(source, options, lengths)
     streams = StreamRuns(source.video_keys)
     indices = list(lengths)
@@ -358,6 +359,8 @@ def merge_parts(
         parts = list  # nothing but the metadata was checked
     else:
         skip = set(options.skip_episodes)
+        listed = _listed(source)
+        source.episodes = ()  # the parts checked them: not held while they are read
         streams = StreamRuns(source.video_keys)
         for part in parts():
             report.problems += part.problems
@@ -370,7 +373,8 @@ def merge_parts(
         report.notes += [p for p in report.problems if p.episode in skip]
         report.problems = [p for p in report.problems if p.episode not in skip]
         outside = {p.file for p in report.problems + report.notes if p.kind == "outside_root"}
-        report.notes += _stray_files(root, _UsedFiles(source, meta_files, outside), remote)
+        used = _UsedFiles(source, listed, meta_files, outside)
+        report.notes += _stray_files(root, used, remote)
     if changes:
         report.notes += changes.notes()
     report.files = _StreamedFiles(meta_files, parts, count)
@@ -1022,12 +1026,9 @@ class _UsedFiles:
     it recorded, or the data file or an mp4 of an episode listed in ``episodes.jsonl``, inside
     the root; decided from the path templates, without a table of every file."""
 
-    def __init__(self, source: V21Source, meta: Mapping, outside: set) -> None:
+    def __init__(self, source: V21Source, listed: bytearray, meta: Mapping, outside: set) -> None:
         self.source, self.meta, self.outside = source, meta, outside
-        total = int(source.info["total_episodes"])
-        self.listed = bytearray(total)  # the checked episodes: listed, index in range
-        for index, _ in getattr(source.episodes, "heads", ()):
-            self.listed[index] = 1
+        self.listed = listed  # per index: whether the episode was checked (:func:`_listed`)
         self.templates = [
             (*_template_pattern(source.info["data_path"]), False),
             *([(*_template_pattern(source.info["video_path"]), True)] if source.video_keys else []),
@@ -1060,6 +1061,15 @@ class _UsedFiles:
             if made == rel or os.path.normpath(made) == rel:
                 return True
         return False
+
+
+def _listed(source: V21Source) -> bytearray:
+    """A byte per index ``0..total_episodes-1``: 1 for each episode the check reads (listed
+    in ``episodes.jsonl``, its index in range)."""
+    listed = bytearray(int(source.info["total_episodes"]))
+    for index, _ in getattr(source.episodes, "heads", ()):
+        listed[index] = 1
+    return listed
 
 
 def _template_pattern(template: str) -> tuple[re.Pattern, list[str]]:
