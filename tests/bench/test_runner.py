@@ -41,6 +41,8 @@ def test_scenario_result_follows_schema(v30, tmp_path, scenario):
     share = result["network_wait_share"]
     assert (share is not None) == remote and (share is None or 0 <= share < 1)
     assert result["gop_cache_mb"] == (64 if remote and "_map_" in scenario else None)
+    assert result["batch_buffer_mb"] == (512 if "_map_" in scenario else None)
+    assert 0 < result["peak_pss_mb"] and 0 < result["peak_rss_mb"]
     write_scenario_result(result, tmp_path / "r.json", tmp_path / "r.csv")
     header, row = (tmp_path / "r.csv").read_text().splitlines()
     assert "latency_ms_p99" in header.split(",") and len(header.split(",")) == len(row.split(","))
@@ -55,6 +57,7 @@ def test_two_ranks_combine(v30, tmp_path):
     assert [r["rank"] for r in result["ranks"]] == [0, 1]
     assert result["samples"] == sum(r["samples"] for r in result["ranks"])
     assert result["frames_per_s_per_node"] == pytest.approx(result["frames_per_s"] / 2)
+    assert result["peak_pss_total_mb"] > result["peak_pss_mb"] > 0
 
 
 def test_cli_fails_clearly_when_workers_cannot_all_get_work(v30, tmp_path):

@@ -49,6 +49,26 @@ def test_frames_stay_until_their_buffer_comes_round(rollover):
     assert not torch.equal(first[cam], kept)  # the third reused the first's: documented
 
 
+def test_batches_beyond_the_budget_get_new_shared_memory(rollover):
+    ds = MapDataset(rollover[1], batch_buffers=2, batch_buffer_mb=0.01)  # 2 buffers: 36 KiB
+    cam = "observation.images.front"
+    loader = iter(DataLoader(ds, batch_size=4, num_workers=0, collate_fn=collate))
+    first = next(loader)
+    assert first[cam].is_shared()
+    assert first[cam].is_contiguous(memory_format=torch.channels_last)
+    kept = first[cam].clone()
+    next(loader), next(loader)
+    assert torch.equal(first[cam], kept)  # no buffer came round: each batch had its own
+
+
+def test_buffered_batches_beyond_the_budget_equal_usual_batches(rollover):
+    usual = batches(rollover[1], 0, 0, delta_timestamps=WINDOW)
+    fresh = batches(rollover[1], 2, 4, batch_buffer_mb=0, delta_timestamps=WINDOW)
+    assert len(fresh) == len(usual)
+    for a, b in zip(usual, fresh, strict=True):
+        assert all(torch.equal(a[k], b[k]) for k in a if torch.is_tensor(a[k])), a["index"]
+
+
 def test_collate_of_plain_items_is_default_collate(rollover):
     ds = MapDataset(rollover[1])
     items = ds.__getitems__([3, 1, 2])
@@ -61,3 +81,5 @@ def test_collate_of_plain_items_is_default_collate(rollover):
 def test_negative_batch_buffers_is_an_error(rollover):
     with pytest.raises(ValueError, match="batch_buffers"):
         MapDataset(rollover[1], batch_buffers=-1)
+    with pytest.raises(ValueError, match="batch_buffer_mb"):
+        MapDataset(rollover[1], batch_buffers=4, batch_buffer_mb=-1)

@@ -61,6 +61,9 @@ class Settings:
         shuffle_buffer: frame indices in the streaming loader's shuffle buffer.
         prefetch_mb: MB of episode bytes each streaming-loader worker fetches ahead from a
             remote source (``StreamingDataset(prefetch_mb=...)``); recorded in the result.
+        batch_buffer_mb: MiB of shared-memory batch buffers each map-style worker keeps for
+            reuse (``MapDataset(batch_buffer_mb=...)``; batches beyond it get new shared
+            memory); recorded in the result.
         gop_cache_mb: MiB of video GOPs each map-style worker caches from a remote source
             (``MapDataset(gop_cache_mb=...)``, 0: fsspec's readahead file); recorded in the
             result.
@@ -96,6 +99,7 @@ class Settings:
     shuffle_buffer: int = 1000
     prefetch_mb: float = 64.0
     gop_cache_mb: float = 64.0
+    batch_buffer_mb: float = 512.0
     decoder_cache_size: int = 16
     seek_mode: str = "approximate"
     tolerance_s: float = DEFAULT_TOLERANCE_S
@@ -256,6 +260,8 @@ def run_scenario(
         "latency_ms": measured["latency_ms"],
         "peak_rss_mb": rss.peak_mb,
         "peak_rss_total_mb": rss.peak_mb,
+        "peak_pss_mb": rss.peak_pss_mb,
+        "peak_pss_total_mb": rss.peak_pss_mb,
         "shuffle_randomness": measured["shuffle_randomness"],
         "cpu_s_per_sample": measured["cpu_s_per_sample"],
         "decoder_cache": measured.get("decoder_cache"),
@@ -268,6 +274,9 @@ def run_scenario(
             settings.gop_cache_mb
             if scenario.loader == "robopipe_map" and scenario.source != "local"
             else None
+        ),
+        "batch_buffer_mb": (
+            settings.batch_buffer_mb if scenario.loader == "robopipe_map" else None
         ),
         "network_wait_share": measured.get("network_wait_share"),
         **_network_fields(
@@ -341,7 +350,11 @@ def _run_robopipe(
             seed=0,
         )
     else:
-        kwargs.update(batch_buffers=BATCH_BUFFERS, gop_cache_mb=settings.gop_cache_mb)
+        kwargs.update(
+            batch_buffers=BATCH_BUFFERS,
+            batch_buffer_mb=settings.batch_buffer_mb,
+            gop_cache_mb=settings.gop_cache_mb,
+        )
     dataset_cls = spec.dataset_class()
     ds = dataset_cls(url, **kwargs)
     if stream:
@@ -451,6 +464,8 @@ def run_multi_node(
         "first_batch_latency_s": max(r["first_batch_latency_s"] for r in results),
         "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
         "peak_rss_total_mb": sum(r["peak_rss_mb"] for r in results),
+        "peak_pss_mb": max(r["peak_pss_mb"] for r in results),
+        "peak_pss_total_mb": sum(r["peak_pss_mb"] for r in results),
         "shuffle_randomness": float(np.mean([r["shuffle_randomness"] for r in results])),
         "decoder_cache": {k: sum(c[k] for c in caches) for k in caches[0]} if caches else None,
         "cpu_fallback": any(fallbacks) if fallbacks else None,

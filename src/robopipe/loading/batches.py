@@ -3,9 +3,18 @@
 PyTorch's ``default_collate`` stacks a DataLoader worker's frames into shared memory newly
 allocated for every batch, which the kernel zeroes page by page: on cr5 (640x480 RGB, 921 KB a
 frame) that cost 0.9 CPU ms per sample, a quarter to a half of a random AV1 decode.
-``MapDataset(..., batch_buffers=k)`` instead copies each decoded frame once into one of ``k``
-batch buffers that each process allocates in shared memory on first use and then reuses in
-turn (``BatchBuffers``), and :func:`collate` hands those buffers on as the batch's frames.
+``MapDataset(..., batch_buffers=k)`` instead copies each frame, as soon as it is decoded, into
+one of ``k`` batch buffers that each process allocates in shared memory on first use and then
+reuses in turn (``BatchBuffers``), and :func:`collate` hands those buffers on as the batch's
+frames. A decoded frame is dropped once copied, so a worker holds one item's decoded frames,
+not a batch's.
+
+Memory: a process keeps at most ``batch_buffer_mb`` MiB of buffers. A camera whose ``k``
+buffers do not fit in it gets new shared memory for each batch instead (freed when the batch
+is dropped, as ``default_collate``'s), so large batches (sarm windows: 32 x 8 frames of cr5,
+236 MB) pay the zeroing again instead of keeping ``k`` of them per worker: the DataLoader
+then holds only the batches in flight (about ``prefetch_factor`` per worker, plus the one
+the loop holds), not ``k`` per worker all the time.
 
 Ownership: a worker reuses a buffer ``k`` of its own batches later, while the main process may
 still hold the batch that used it. The DataLoader holds at most ``prefetch_factor`` batches of
@@ -18,6 +27,7 @@ With ``pin_memory=True`` the DataLoader copies each batch into pinned memory as 
 
 from __future__ import annotations
 
+import math
 import os
 
 import numpy as np
@@ -38,49 +48,91 @@ class FrameBatch(list):
 
 
 class BatchBuffers:
-    """Per-process rings of ``count`` shared-memory buffers, one ring per camera key.
+    """Per-process rings of ``count`` shared-memory buffers, one ring per camera key, holding
+    at most ``budget_mb`` MiB in all.
 
-    Frames are stored as decoded, channels last ((B, [T,] H, W, C) memory; torchcodec's
-    and Pillow's frames are (H, W, C) arrays seen as (C, H, W)), so a frame is copied with one
-    ``memcpy``; :meth:`put` returns the (B, [T,] C, H, W) view, in ``torch.channels_last``
-    memory format for 4-d batches. A forked or spawned DataLoader worker starts with empty
-    rings (buffers are never shared between writers).
+    A camera gets a ring when ``count`` buffers of its batch fit in what the budget leaves;
+    otherwise each of its batches gets new shared memory. Frames are stored as decoded,
+    channels last ((B, [T,] H, W, C) memory; torchcodec's and Pillow's frames are (H, W, C)
+    arrays seen as (C, H, W)), so a frame is copied with one ``memcpy``. A forked or spawned
+    DataLoader worker starts with empty rings (buffers are never shared between writers).
 
     Args:
         count: buffers per ring (see the module docstring for the reuse rule).
+        budget_mb: MiB of ring buffers a process keeps, all cameras together.
+
+    Raises:
+        ValueError: ``count`` < 1 or ``budget_mb`` < 0.
     """
 
-    def __init__(self, count: int) -> None:
+    def __init__(self, count: int, budget_mb: float = 512.0) -> None:
         if count < 1:
             raise ValueError(f"batch_buffers must be >= 1 to use BatchBuffers, got {count}")
+        if budget_mb < 0:
+            raise ValueError(f"batch_buffer_mb must be >= 0, got {budget_mb}")
         self.count = count
+        self.budget = int(budget_mb * 2**20)
         self._pid: int | None = None
-        self._rings: dict[str, tuple[list[torch.Tensor | None], list[int]]] = {}
+        self._rings: dict[str, _Ring] = {}
 
     def __getstate__(self):
         return {**self.__dict__, "_pid": None, "_rings": {}}
 
-    def put(self, key: str, frames: list[torch.Tensor]) -> torch.Tensor:
-        """Copy ``frames`` (each (C, H, W) or (T, C, H, W), on the CPU, one shape and dtype)
-        into the next buffer of ``key``'s ring; return the buffer's (B, [T,] C, H, W) view."""
+    def take(self, key: str, size: int, frame: torch.Tensor) -> torch.Tensor:
+        """A buffer for a batch of ``size`` frames of camera ``key`` shaped and typed as
+        ``frame`` ((C, H, W) or (T, C, H, W), on the CPU): a (size, [T,] H, W, C) tensor in
+        shared memory, the next of ``key``'s ring or new; fill it with :meth:`put`, see it
+        with :func:`frames_view`. Its contents are undefined."""
         if self._pid != os.getpid():
             self._rings, self._pid = {}, os.getpid()
-        buffers, turn = self._rings.setdefault(key, ([None] * self.count, [0]))
-        slot = turn[0]
-        turn[0] = (slot + 1) % self.count
-        shape = (len(frames), *frames[0].movedim(-3, -1).shape)
-        buffer = buffers[slot]
-        if (
-            buffer is None
-            or buffer.shape[0] < shape[0]
-            or buffer.shape[1:] != shape[1:]
-            or buffer.dtype != frames[0].dtype
-        ):
-            buffer = buffers[slot] = torch.empty(shape, dtype=frames[0].dtype).share_memory_()
-        rows = buffer[: len(frames)]
-        for row, frame in zip(rows, frames, strict=True):
-            row.copy_(frame.movedim(-3, -1))
-        return rows.movedim(-1, -3)
+        shape = (size, *frame.movedim(-3, -1).shape)
+        ring = self._rings.get(key)
+        if ring is None or not ring.holds(shape, frame.dtype):
+            self._rings.pop(key, None)
+            nbytes = math.prod(shape) * frame.element_size()
+            kept = sum(r.nbytes for r in self._rings.values())
+            if kept + self.count * nbytes > self.budget:
+                return _shared_empty(shape, frame.dtype)
+            ring = self._rings[key] = _Ring(self.count, shape, frame.dtype, self.count * nbytes)
+        return ring.next()[:size]
+
+    @staticmethod
+    def put(buffer: torch.Tensor, row: int, frame: torch.Tensor) -> None:
+        """Copy ``frame`` ((C, H, W) or (T, C, H, W)) into row ``row`` of a :meth:`take`
+        buffer."""
+        buffer[row].copy_(frame.movedim(-3, -1))
+
+
+class _Ring:
+    """``count`` buffers of one shape and dtype (allocated on first use), taken in turn."""
+
+    def __init__(self, count: int, shape: tuple[int, ...], dtype: torch.dtype, nbytes: int):
+        self.shape, self.dtype, self.nbytes = shape, dtype, nbytes
+        self.buffers: list[torch.Tensor | None] = [None] * count
+        self.turn = 0
+
+    def holds(self, shape: tuple[int, ...], dtype: torch.dtype) -> bool:
+        return dtype == self.dtype and shape[1:] == self.shape[1:] and shape[0] <= self.shape[0]
+
+    def next(self) -> torch.Tensor:
+        slot = self.turn
+        self.turn = (slot + 1) % len(self.buffers)
+        if self.buffers[slot] is None:
+            self.buffers[slot] = _shared_empty(self.shape, self.dtype)
+        return self.buffers[slot]
+
+
+def frames_view(buffer: torch.Tensor) -> torch.Tensor:
+    """A :meth:`BatchBuffers.take` buffer seen as (B, [T,] C, H, W) frames (in
+    ``torch.channels_last`` memory format for 4-d batches)."""
+    return buffer.movedim(-1, -3)
+
+
+def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor in new shared memory (as ``default_collate`` allocates a
+    worker's batch), without a private copy first."""
+    size = math.prod(shape) * torch.empty(0, dtype=dtype).element_size()
+    return torch.empty(0, dtype=dtype).set_(torch.UntypedStorage._new_shared(size), 0, shape)
 
 
 def collate(batch: list[dict]) -> dict:

@@ -11,7 +11,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_data_file
-from robopipe.loading.batches import BatchBuffers, FrameBatch
+from robopipe.loading.batches import BatchBuffers, FrameBatch, frames_view
 from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.gop_cache import GopCache
 from robopipe.loading.items import ItemReader
@@ -26,14 +26,16 @@ class MapDataset(torch.utils.data.Dataset):
     memory (low-dimensional data only; frames are decoded on access). DataLoader workers share
     those arrays (fork) and each opens its own decoders and camera thread pool.
 
-    A DataLoader fetches a batch with ``__getitems__``. With ``batch_buffers=k`` it copies the
-    batch's frames into a shared-memory buffer reused every ``k`` batches
+    A DataLoader fetches a batch with ``__getitems__``. With ``batch_buffers=k`` it copies each
+    item's frames, as they are decoded, into a shared-memory buffer reused every ``k`` batches
     (``robopipe.loading.batches``), and ``collate_fn=robopipe.loading.collate`` hands that
     buffer on instead of stacking the frames into new shared memory: on cr5 (640x480) that
     saves about 0.9 CPU ms per sample. Frames then come in ``torch.channels_last`` memory
     format, and a batch's frames are overwritten ``k`` batches of its worker later: keep
     ``k >= prefetch_factor + 2`` (4 with the DataLoader's default) and clone frames kept longer
-    than the next batch.
+    than the next batch. Each process keeps at most ``batch_buffer_mb`` MiB of such buffers;
+    a camera whose ``k`` buffers would go beyond it gets new shared memory for each batch,
+    freed with the batch.
 
     From a remote URL, videos are read through a per-process GOP cache
     (``robopipe.loading.gop_cache``): the GOPs a batch's frames need and no cached range holds
@@ -51,6 +53,10 @@ class MapDataset(torch.utils.data.Dataset):
         storage_options: fsspec options for ``url``.
         batch_buffers: shared-memory batch buffers per process and camera, 0 for none
             (frames collated by the DataLoader as usual); ignored with ``decode_device="cuda"``.
+        batch_buffer_mb: MiB of batch buffers each process (DataLoader worker) keeps, all
+            cameras together: a camera whose ``batch_buffers`` buffers do not fit gets new
+            shared memory for each batch (cr5, batch 32: 4 buffers of single frames are
+            113 MiB, of sarm windows 900 MiB).
         gop_cache_mb: MiB of video GOPs each process (DataLoader worker) caches from a remote
             ``url`` (a batch's own GOPs are kept even beyond it); 0 reads remote videos
             through fsspec's 1 MiB ``readahead`` file instead (a round trip per frame).
@@ -63,7 +69,7 @@ class MapDataset(torch.utils.data.Dataset):
 
     Raises:
         DatasetError: missing or inconsistent files (``index`` column not 0..n-1).
-        ValueError: ``batch_buffers`` or ``gop_cache_mb`` < 0, an episode not in the dataset,
+        ValueError: ``batch_buffers``, ``batch_buffer_mb`` or ``gop_cache_mb`` < 0, an episode not in the dataset,
             or a bad item option.
     """
 
@@ -74,6 +80,7 @@ class MapDataset(torch.utils.data.Dataset):
         name: str | None = None,
         storage_options: dict | None = None,
         batch_buffers: int = 0,
+        batch_buffer_mb: float = 512.0,
         gop_cache_mb: float = 64.0,
         episodes: Sequence[int] | None = None,
         **item_options,
@@ -96,7 +103,11 @@ class MapDataset(torch.utils.data.Dataset):
         self.columns, self._first_row = _read_data(self.meta, episodes)
         self.frames = episode_frames(self.meta, episodes)
         on_cpu = item_options.get("decode_device", "cpu") == "cpu"
-        self.buffers = BatchBuffers(batch_buffers) if batch_buffers and on_cpu else None
+        self.buffers = None
+        if batch_buffers and on_cpu:
+            self.buffers = BatchBuffers(batch_buffers, batch_buffer_mb)
+        elif batch_buffer_mb < 0:
+            raise ValueError(f"batch_buffer_mb must be >= 0, got {batch_buffer_mb}")
 
     @property
     def counters(self):
@@ -135,20 +146,28 @@ class MapDataset(torch.utils.data.Dataset):
 
     def __getitems__(self, indices: list[int]) -> list[dict]:
         """The items at ``indices`` (a DataLoader's batch); with ``batch_buffers``, a
-        ``FrameBatch`` whose frames are in this process's next batch buffer. From a remote
-        URL, the batch's GOPs are fetched first, all at once."""
+        ``FrameBatch`` whose frames are in this process's next batch buffer (each item's
+        copied there as soon as it is decoded). From a remote URL, the batch's GOPs are
+        fetched first, all at once."""
         start = time.perf_counter()
         located = [self._locate(int(i)) for i in indices]
         self.reader.counters.add(fetch_s=time.perf_counter() - start)
         self._fetch_gops(located)
-        items = [self.reader.item(*one) for one in located]
-        if self.buffers is None or not items:
-            return items
-        frames = {}
-        for cam in self.meta.camera_keys:
-            frames[cam] = self.buffers.put(cam, [item[cam] for item in items])
-            for item, frame in zip(items, frames[cam], strict=True):
-                item[cam] = frame
+        if self.buffers is None or not located:
+            return [self.reader.item(*one) for one in located]
+        items, buffers = [], {}
+        for row, one in enumerate(located):
+            item = self.reader.item(*one)
+            for cam in self.meta.camera_keys:
+                if cam not in buffers:
+                    buffers[cam] = self.buffers.take(cam, len(located), item[cam])
+                self.buffers.put(buffers[cam], row, item[cam])
+                item[cam] = None  # the decoded frames go now; the view is set below
+            items.append(item)
+        frames = {cam: frames_view(buffer) for cam, buffer in buffers.items()}
+        for row, item in enumerate(items):
+            for cam, batch in frames.items():
+                item[cam] = batch[row]
         return FrameBatch(items, frames)
 
 
