@@ -181,6 +181,36 @@ def test_episodes_metadata_from_small_tables_is_the_same_file(tmp_path):
     assert (tmp_path / "whole" / path).read_bytes() == (tmp_path / "tables" / path).read_bytes()
 
 
+def test_episodes_files_spilled_to_disk_are_those_of_the_tables_joined(tmp_path):
+    # enough distinct floats that the writer's dictionaries fall back to plain pages, where
+    # the bytes depend on how the rows are chunked: the spill must keep each table a chunk
+    rng = np.random.default_rng(0)
+    tables = [
+        pa.Table.from_pydict(
+            {
+                "episode_index": list(range(s, s + 256)),
+                "stats/x/mean": rng.random((256, 10)).tolist(),
+            }
+        )
+        for s in range(0, 38_400, 256)
+    ]
+    write_episodes(iter(tables), tmp_path / "spilled", chunks_size=2, file_size_in_mb=1.2)
+    whole = pa.concat_tables(tables)  # what write_episodes held before it spilled
+    per_file = int(1.2 * 2**20 * whole.num_rows / whole.nbytes)
+    files = sorted((tmp_path / "spilled").glob("episodes/*/*.parquet"))
+    assert len(files) == 3 and not list((tmp_path / "spilled").glob(".episodes-*"))
+    for number, (start, path) in enumerate(zip(range(0, 38_400, per_file), files, strict=True)):
+        part = whole.slice(start, per_file)
+        chunk, file = divmod(number, 2)
+        part = part.append_column("meta/episodes/chunk_index", pa.array([chunk] * len(part)))
+        part = part.append_column("meta/episodes/file_index", pa.array([file] * len(part)))
+        pq.write_table(part, tmp_path / "expected.parquet")
+        assert path.read_bytes() == (tmp_path / "expected.parquet").read_bytes()
+        if number == 0:  # the bytes of other chunks differ: the test is sharp
+            pq.write_table(part.combine_chunks(), tmp_path / "one_chunk.parquet")
+            assert path.read_bytes() != (tmp_path / "one_chunk.parquet").read_bytes()
+
+
 def test_source_stats_are_read_one_line_at_a_time(make_v21, tmp_path):
     source_dir = tmp_path / "v21"
     shutil.copytree(make_v21(episodes=3, min_length=5, max_length=5), source_dir)

@@ -8,9 +8,14 @@ difference: episodes metadata larger than 100 MB rolls over into several
 
 from __future__ import annotations
 
+import itertools
 import json
+import mmap
 import re
+import tempfile
+import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from fractions import Fraction
 from pathlib import Path
 
@@ -359,32 +364,112 @@ def write_episodes(
     holds at most ``file_size_in_mb`` (100) in memory; beyond that (where lerobot raises
     ``NotImplementedError``, ``io_utils.py:190-208``) several files of at most that size.
 
-    ``rows``: the rows (dicts), or tables of them (:func:`episode_tables`), which are held as
-    Arrow columns, not Python objects.
+    ``rows``: the rows (dicts), or tables of them (:func:`episode_tables`). Each file is one
+    parquet row group (``pq.write_table`` of all its rows, as lerobot writes it), and how many
+    rows a file holds depends on the size of all of them; so the tables go to a temporary
+    Arrow IPC file in ``meta_dir`` as they come (removed before returning), and each episodes
+    file is written from that file memory-mapped (:func:`_mapped`, :func:`_dropping_pages`):
+    memory holds one table of rows and, while a file is written, part of that file's rows
+    (at most ``file_size_in_mb`` of them), not all of them. Where the tables' inferred types
+    differ, the rows are joined in memory and their columns inferred again whole
+    (:func:`_concat`), as one table of every row would have them.
 
     The last two columns, ``meta/episodes/chunk_index`` and ``meta/episodes/file_index``, say
     which file holds each row. Row ``i`` is episode ``i`` across the files in sorted order.
     """
     if isinstance(rows, list) and (not rows or isinstance(rows[0], dict)):
-        tables = [pa.Table.from_pylist(rows)] if rows else []
+        tables = iter([pa.Table.from_pylist(rows)] if rows else [])
     else:
-        tables = list(rows)
-    if not tables:
+        tables = iter(rows)
+    first = next(tables, None)
+    if first is None:
         return
-    table = _concat(tables)
-    del tables
+    meta_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".episodes-", dir=meta_dir) as tmp:
+        spill = Path(tmp) / "episodes.arrow"
+        nbytes, mixed = 0, None
+        with pa.OSFile(str(spill), "wb") as sink, pa.ipc.new_file(sink, first.schema) as writer:
+            for table in itertools.chain([first], tables):
+                if table.schema != first.schema:
+                    mixed = [table, *tables]
+                    break
+                writer.write_table(table)
+                nbytes += table.nbytes  # that of the tables joined (pa.concat_tables)
+        if mixed is not None:
+            whole = _concat([pa.ipc.open_file(str(spill)).read_all(), *mixed])
+            _write_episode_files(whole, whole.nbytes, meta_dir, chunks_size, file_size_in_mb)
+            return
+        table, pages = _mapped(spill)
+        _write_episode_files(table, nbytes, meta_dir, chunks_size, file_size_in_mb, pages)
+
+
+def _write_episode_files(
+    table: pa.Table,
+    nbytes: int,
+    meta_dir: Path,
+    chunks_size: int,
+    file_size_in_mb: float,
+    pages: mmap.mmap | None = None,
+) -> None:
+    """Write ``table`` (``nbytes`` as Arrow) as episodes files of at most ``file_size_in_mb``
+    each; ``pages``: the memory map ``table`` lives in, whose pages the writer has read are
+    let go while it writes (:func:`_dropping_pages`)."""
     per_file = table.num_rows
-    if table.nbytes / 2**20 > file_size_in_mb:
-        per_file = max(1, int(file_size_in_mb * 2**20 * table.num_rows / table.nbytes))
+    if nbytes / 2**20 > file_size_in_mb:
+        per_file = max(1, int(file_size_in_mb * 2**20 * table.num_rows / nbytes))
     chunk, file = 0, 0
     for start in range(0, table.num_rows, per_file):
         part = table.slice(start, per_file)
         n = part.num_rows
         part = part.append_column("meta/episodes/chunk_index", pa.array([chunk] * n, pa.int64()))
         part = part.append_column("meta/episodes/file_index", pa.array([file] * n, pa.int64()))
-        with atomic_path(meta_dir / _in_meta(episodes_path(chunk, file))) as tmp:
+        path = meta_dir / _in_meta(episodes_path(chunk, file))
+        with atomic_path(path) as tmp, _dropping_pages(pages):
             pq.write_table(part, tmp)
+        del part
         chunk, file = next_chunk_file(chunk, file, chunks_size)
+
+
+def _mapped(path: Path) -> tuple[pa.Table, mmap.mmap]:
+    """The Arrow IPC file at ``path`` as a table whose buffers are the file's pages, mapped
+    read-only (no copy), and the memory map, which is unmapped when neither it nor the table
+    (nor a slice of it) is referenced any more."""
+    with open(path, "rb") as f:
+        pages = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return pa.ipc.open_file(pa.BufferReader(pa.py_buffer(pages))).read_all(), pages
+
+
+# how often the pages of a memory-mapped table that pq.write_table read are let go
+DROP_PAGES_EVERY_S = 0.02
+
+
+@contextmanager
+def _dropping_pages(pages: mmap.mmap | None, every_s: float = DROP_PAGES_EVERY_S):
+    """While the body runs (``pq.write_table``, with the GIL released), a thread drops the
+    pages of the read-only memory map ``pages`` from this process every ``every_s`` seconds
+    (``madvise(MADV_DONTNEED)``): the data stays in the page cache, and a page read again is
+    mapped again from it. The writer first validates every chunk (the first and last offset
+    of each list, which maps nearly every page of the row group at once), then writes a
+    column at a time, so the process holds the pages of the columns read in the last
+    ``every_s``, not of every column written so far."""
+    if pages is None:
+        yield
+        return
+    pages.madvise(mmap.MADV_DONTNEED)  # those the IPC reader read
+    stop = threading.Event()
+
+    def drop() -> None:
+        while not stop.wait(every_s):
+            pages.madvise(mmap.MADV_DONTNEED)
+
+    thread = threading.Thread(target=drop, name="drop-episodes-pages", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        pages.madvise(mmap.MADV_DONTNEED)
 
 
 def write_tasks(tasks: list[str], path: Path) -> None:
