@@ -42,7 +42,7 @@ def test_scenario_result_follows_schema(v30, tmp_path, scenario):
     assert (share is not None) == remote and (share is None or 0 <= share < 1)
     assert result["gop_cache_mb"] == (64 if remote and "_map_" in scenario else None)
     assert result["batch_buffer_mb"] == (512 if "_map_" in scenario else None)
-    assert 0 < result["peak_pss_mb"] and 0 < result["peak_rss_mb"]
+    assert result["peak_pss_mb"] > 0 and result["peak_rss_mb"] > 0
     write_scenario_result(result, tmp_path / "r.json", tmp_path / "r.csv")
     header, row = (tmp_path / "r.csv").read_text().splitlines()
     assert "latency_ms_p99" in header.split(",") and len(header.split(",")) == len(row.split(","))

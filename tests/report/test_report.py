@@ -64,7 +64,7 @@ def test_axes_carry_units_and_scenario_names(demo):
         "throughput": ["samples/s", "decoded frames/s per node", "640 frames/s", "1,850 frames/s"],
         "latency": ["latency per sample, ms", "p99 200.0"],
         "first_batch": ["time to the first batch, s"],
-        "peak_rss": ["peak RSS per rank (main process and its workers", "16,000"],
+        "peak_rss": ["peak memory per rank (main process and its workers", "RSS 16,000", "PSS n/a"],
         "scaling_workers": ["DataLoader workers per node", "samples/s"],
         "scaling_nodes": ["nodes", "decoded frames/s, all nodes"],
         "conversion_rules": ["shard (6 jobs)", "summed over the rule's jobs, s", "MB"],
@@ -172,6 +172,19 @@ def test_bad_result_files_name_dataset_and_file(tmp_path):
         load_benchmarks("demo", [tsv])
 
 
+def test_peak_memory_figure_shows_rss_and_pss(tmp_path):
+    source = sorted(fixture_inputs("demo")["bench"])[0]
+    result = {**json.loads(source.read_text()), "peak_rss_mb": 3400.0, "peak_pss_mb": 1890.0}
+    path = tmp_path / source.name
+    path.write_text(json.dumps(result))
+    table = load_scenarios("demo", [path])
+    assert table.loc[0, "peak_pss_mb"] == 1890.0
+    out = tmp_path / "report"
+    build_dataset_report("demo", out, bench=[path])
+    text = svg_text(out / "peak_rss.svg")
+    assert "RSS 3,400" in text and "PSS 1,890" in text
+
+
 def test_paper_figures_from_sequence_scenarios(tmp_path):
     template = json.loads(sorted(fixture_inputs("demo")["bench"])[0].read_text())
     paths = []
@@ -232,4 +245,5 @@ def test_summary_and_figures_show_the_network(demo):
 def test_old_results_without_network_fields_load():
     table = load_scenarios("tiny", fixture_inputs("tiny")["bench"])
     assert table[["network_latency_ms", "bytes_per_sample", "requests"]].isna().all().all()
+    assert table[["peak_pss_mb", "peak_pss_total_mb", "batch_buffer_mb"]].isna().all().all()
     assert list(table["peer"]) == [False]

@@ -69,8 +69,8 @@ class MapDataset(torch.utils.data.Dataset):
 
     Raises:
         DatasetError: missing or inconsistent files (``index`` column not 0..n-1).
-        ValueError: ``batch_buffers``, ``batch_buffer_mb`` or ``gop_cache_mb`` < 0, an episode not in the dataset,
-            or a bad item option.
+        ValueError: ``batch_buffers``, ``batch_buffer_mb`` or ``gop_cache_mb`` < 0, an
+            episode not in the dataset, or a bad item option.
     """
 
     def __init__(

@@ -125,12 +125,34 @@ def first_batch(table: pd.DataFrame, stem: str | Path, dataset: str):
 
 
 def peak_rss(table: pd.DataFrame, stem: str | Path, dataset: str):
-    """Peak resident set size of the benchmark's process tree (MB) per scenario: per rank
-    (the largest rank's for multi-node scenarios, whose total is in ``peak_rss_total_mb``)."""
-    return _metric_figure(
-        table, stem, f"{dataset}: peak memory of the dataloading process tree, per rank",
-        "peak_rss_mb", "peak RSS per rank (main process and its workers; n2: the largest rank), MB",
-    )  # fmt: skip
+    """Peak memory of the benchmark's process tree (MB) per scenario, per rank (the largest
+    rank's for multi-node scenarios, whose totals are in ``peak_rss_total_mb`` and
+    ``peak_pss_total_mb``): two bars, the RSS sum (a page shared by several processes
+    counted in each) and the PSS (shared pages counted once; ``robopipe.bench.rss``), ``n/a``
+    for results without it."""
+    title = f"{dataset}: peak memory of the dataloading process tree, per rank"
+    if table.empty:
+        return placeholder(stem, title, NO_SCENARIOS)
+    fig, (ax,) = bar_figure(int(len(table) * 1.3), panels=1)
+    height = 0.4
+    measures = (("RSS", "peak_rss_mb", 0.45), ("PSS", "peak_pss_mb", 1.0))
+    for i, (name, column, shade) in enumerate(measures):
+        values = table[column]
+        y = [r - 0.4 + height * (i + 0.5) for r in range(len(table))]
+        colours = [(*loader_colour(lo)[:3], shade) for lo in table["loader"]]
+        bars = ax.barh(y, values.fillna(0), height=height, color=colours)
+        labels = [f"{name} n/a" if pd.isna(v) else f"{name} {v:,.0f}" for v in values]
+        ax.bar_label(bars, labels=labels, padding=3, fontsize=7)
+    ax.set_yticks(range(len(table)), table["scenario"])
+    ax.set_ylim(len(table) - 0.5, -0.5)
+    ax.set_xlabel(
+        "peak memory per rank (main process and its workers; n2: the largest rank), MB:"
+        " RSS summed (shared pages once per process), PSS (shared pages once)"
+    )
+    headroom(ax, 1.3)
+    fig.suptitle(f"{title} (bars per scenario: RSS, lighter; PSS)")
+    loader_legend(fig, table["loader"])
+    return save(fig, stem)
 
 
 def _metric_figure(table, stem, title: str, column: str, xlabel: str, **bar_options):
@@ -201,6 +223,7 @@ def _card_facts(row: pd.Series) -> str:
         if pd.notna(row["first_batch_latency_s"])
         else None,
         f"peak RSS {row['peak_rss_mb']:,.0f} MB" if pd.notna(row["peak_rss_mb"]) else None,
+        f"PSS {row['peak_pss_mb']:,.0f} MB" if pd.notna(row.get("peak_pss_mb")) else None,
         f"batch {row['batch_size']:.0f} x {row['image_dtype']}",
         f"shuffle randomness {row['shuffle_randomness']:.2f}"
         if pd.notna(row["shuffle_randomness"])

@@ -35,6 +35,10 @@ NETWORK_FIELDS = (
     "network_wait_share",
 )
 
+# optional memory fields of a scenario result (results written before them lack them): the
+# process tree's peak PSS (robopipe.bench.rss) and the map-style loader's batch-buffer budget
+MEMORY_FIELDS = ("peak_pss_mb", "peak_pss_total_mb", "batch_buffer_mb")
+
 # whose loader a scenario measured: the registry's peer flag, the peer's package and version,
 # and whether its items equalled robopipe's (robopipe.bench.peers.check_items)
 PEER_COLUMNS = ("peer", "peer_version", "peer_items_equal")
@@ -83,7 +87,8 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     ``ranks`` -> ``ranks`` (the list, kept for the per-scenario figure) and ``rank_count``.
     Rates are in samples/s and frames/s, latencies in ms (per sample) and s (first batch),
     memory in MB. ``workers`` and ``nodes`` are ints. The optional :data:`NETWORK_FIELDS`
-    are NaN where a result lacks them (results written before they existed); ``peer`` is
+    and :data:`MEMORY_FIELDS` are NaN where a result lacks them (results written before they
+    existed); ``peer`` is
     the registry's word on the loader (someone else's, measured for comparison),
     ``peer_version`` its package and version, ``peer_items_equal`` whether its items equalled
     robopipe's (``peer_check.equal``; empty where not checked).
@@ -113,7 +118,7 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
         row["rank_count"] = len(record["ranks"] or [])
         row.setdefault("encoding", None)  # results of scenarios on the converted dataset
         row.setdefault("peak_rss_total_mb", record["peak_rss_mb"])
-        for field in NETWORK_FIELDS:
+        for field in (*NETWORK_FIELDS, *MEMORY_FIELDS):
             row.setdefault(field, None)
         row["peer"] = peer
         row["peer_version"] = record.get("peer_version")
@@ -123,7 +128,8 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     columns = [f for f in SCENARIO_FIELDS if f not in ("latency_ms", "decoder_cache")]
     columns += ["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"]
     columns += ["decoder_cache_hits", "decoder_cache_misses", "decoder_cache_evictions"]
-    columns += ["rank_count", "encoding", "peak_rss_total_mb", *NETWORK_FIELDS, *PEER_COLUMNS]
+    columns += ["rank_count", "encoding", "peak_rss_total_mb", *NETWORK_FIELDS]
+    columns += [*MEMORY_FIELDS, *PEER_COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in _TEXT_COLUMNS]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
