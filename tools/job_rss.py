@@ -8,6 +8,7 @@ process's peak RSS (``VmHWM``, MB) and wall time. Run one job per process:
     python tools/job_rss.py check-part /tmp/droid/d20k /tmp/rss20k/part-001.json 10000 -
     python tools/job_rss.py check-merge /tmp/droid/d20k /tmp/rss20k PART.json...
     python tools/job_rss.py meta /tmp/rss20k/plan.json RUN/video_episodes /tmp/rss20k/meta
+    python tools/job_rss.py validate /tmp/rss20k/plan.json RUN/staging RUN/validation
 
 ``check`` writes ``check.json`` and ``check_files.json`` into its folder, as the job does
 (the whole check in one process); ``check-part`` one part job's findings (episode indices
@@ -15,7 +16,9 @@ process's peak RSS (``VmHWM``, MB) and wall time. Run one job per process:
 ``check_files.json`` of an earlier run in the folder as ``previous``);
 ``meta`` reads the ``video_episodes`` JSON files of an earlier run of the same source
 (``results/{dataset}/video_episodes``, the aggregate_video jobs' output) and writes the
-``meta/`` folder into the last argument.
+``meta/`` folder into the last argument. ``validate`` checks an earlier run's staged dataset
+(``results/{dataset}/staging``) with its file checks' reports (``results/{dataset}/validation``),
+as the validate job does (without the peer's doctor), and prints the summary.
 """
 
 from __future__ import annotations
@@ -85,8 +88,22 @@ def run(job: str, args: list[str]) -> None:
             sorted(Path(video_episodes).glob("*/*/*.json")),
             Path(out),
         )
+    elif job == "validate":
+        import json
+
+        from robopipe.conversion.plan import load_plan
+        from robopipe.conversion.validate import validate
+        from robopipe.formats.v21_reader import V21Source
+
+        plan_path, staging, validation = args
+        plan = load_plan(plan_path)
+        reports = [json.loads(p.read_text("utf-8")) for p in Path(validation).rglob("*.json")]
+        source = V21Source(plan.dataset, Path(plan.source), info={}, episodes=[], tasks=[])
+        print(validate(source, plan, Path(staging), reports))
     else:
-        raise SystemExit(f"unknown job {job!r}: plan, check, check-part, check-merge or meta")
+        raise SystemExit(
+            f"unknown job {job!r}: plan, check, check-part, check-merge, meta or validate"
+        )
 
 
 if __name__ == "__main__":

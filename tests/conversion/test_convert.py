@@ -318,6 +318,18 @@ def test_the_whole_dataset_check_looks_frames_up_as_a_loader_does(make_v21, tmp_
     assert summary["frames_loaded"] == 2 * len(plan.video_keys)  # one file per camera
     with pytest.raises(DatasetError, match="no validation report"):
         validate(source, plan, out, reports[1:])
+    episodes_file = out / "meta/episodes/chunk-000/file-000.parquet"
+    good = pq.read_table(episodes_file)
+    lengths = good.column("length").to_pylist()
+    lengths[1] += 1  # a row that is not the plan's
+    pq.write_table(
+        good.set_column(good.schema.get_field_index("length"), "length", pa.array(lengths)),
+        episodes_file,
+    )
+    with pytest.raises(DatasetError, match="meta/episodes row 1 is .*'length': 13") as caught:
+        validate(source, plan, out, reports)
+    assert caught.value.episode == 1
+    pq.write_table(good, episodes_file)
     info = json.loads((out / "meta/info.json").read_text())
     key = plan.video_keys[0]
     info["features"][key]["info"]["video.height"] = 64

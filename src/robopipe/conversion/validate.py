@@ -358,8 +358,8 @@ def validate(
     unchecked = [rel for rel in plan.file_paths() if rel not in checked]
     if unchecked:
         raise source.error("no validation report for this file", file=unchecked[0])
-    _check_episodes_meta(source, plan, root)
     meta = read_meta(str(root), name=plan.dataset)
+    _check_episodes_meta(source, plan, meta)
     data_files = DataFiles(meta)
     _check_declared_columns(source, plan, meta.info, data_files)
     loaded = _load_first_and_last_frames(source, plan, root, meta, data_files)
@@ -375,37 +375,35 @@ def validate(
     }
 
 
-def _check_episodes_meta(source: V21Source, plan: Plan, root: Path) -> None:
-    files = sorted((root / "meta" / "episodes").glob("*/*.parquet"))
-    parquets = [pq.ParquetFile(f) for f in files]
-    rows = sum(p.metadata.num_rows for p in parquets)
+def _check_episodes_meta(source: V21Source, plan: Plan, meta: DatasetMeta) -> None:
+    """The rows of ``meta/episodes`` (``meta.episodes``, as :func:`read_meta` read them) are
+    the plan's episodes, compared ``_META_BATCH_ROWS`` at a time."""
+    rows = len(meta.episodes["episode_index"])
     if rows != len(plan.episodes):
         raise source.error(f"meta/episodes has {rows} rows, expected {len(plan.episodes)}")
-    names = ["episode_index", "dataset_from_index", "dataset_to_index", "length"]
-    names += ["data/chunk_index", "data/file_index"]
-    episodes = iter(plan.episodes)
-    for parquet in parquets:  # the compared columns only, a batch of rows at a time
-        for batch in parquet.iter_batches(batch_size=_META_BATCH_ROWS, columns=names):
-            columns = batch.to_pydict()
-            for k in range(batch.num_rows):
-                ep = next(episodes)
-                got = {name: values[k] for name, values in columns.items()}
-                want = {
-                    "episode_index": ep.episode_index,
-                    "dataset_from_index": ep.dataset_from_index,
-                    "dataset_to_index": ep.dataset_to_index,
-                    "length": ep.length,
-                    "data/chunk_index": ep.data[0],
-                    "data/file_index": ep.data[1],
-                }
-                if got != want:
-                    raise source.error(
-                        f"meta/episodes row {ep.episode_index} is {got}, expected {want}",
-                        episode=ep.source_episode_index,
-                    )
+    for start in range(0, rows, _META_BATCH_ROWS):
+        planned = plan.episodes[start : start + _META_BATCH_ROWS]
+        want = {
+            "episode_index": [ep.episode_index for ep in planned],
+            "dataset_from_index": [ep.dataset_from_index for ep in planned],
+            "dataset_to_index": [ep.dataset_to_index for ep in planned],
+            "length": [ep.length for ep in planned],
+            "data/chunk_index": [ep.data[0] for ep in planned],
+            "data/file_index": [ep.data[1] for ep in planned],
+        }
+        got = {name: meta.episodes[name][start : start + len(planned)] for name in want}
+        same = np.logical_and.reduce([got[name] == want[name] for name in want])
+        if not same.all():
+            k = int(np.flatnonzero(~same)[0])
+            raise source.error(
+                f"meta/episodes row {planned[k].episode_index} is "
+                f"{ {name: got[name][k].item() for name in want} }, expected "
+                f"{ {name: want[name][k] for name in want} }",
+                episode=planned[k].source_episode_index,
+            )
 
 
-# rows of meta/episodes compared at a time by validate (their Python values held at once)
+# rows of meta/episodes compared at a time by validate (the plan's values held at once)
 _META_BATCH_ROWS = 4096
 
 
@@ -504,6 +502,7 @@ def _load_first_and_last_frames(
         groups = row_groups_of_rows(starts, at, 1)  # read as a loader reads it
         values = read_data_rows(meta, rel, parquet, groups)["timestamp"]
         timestamps[(episode_index, row)] = float(values[at - starts[groups.start]])
+        del parquet, starts  # so that the next data file's footer is not parsed beside this one
     data_files.close()
     tolerance_s = plan.options.tolerance_s
     looked_up = 0
