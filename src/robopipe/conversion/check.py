@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 import string
 from array import array
 from collections import Counter
@@ -309,11 +310,12 @@ def check_part(
     streams = StreamRuns(source.video_keys)
     indices = list(lengths)
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        # a batch at a time: the pool holds a future per episode it is given
+        # one thread: this one; else a batch at a time (the pool holds a future per episode)
+        checked = map if threads <= 1 else pool.map
         for start in range(0, len(indices), EPISODES_PER_BATCH):
             batch = indices[start : start + EPISODES_PER_BATCH]
             for episode, (problems, files, found) in zip(
-                batch, pool.map(checker.check, batch), strict=True
+                batch, checked(checker.check, batch), strict=True
             ):
                 part.problems += problems
                 part.files.update(files)
@@ -569,7 +571,10 @@ class _EpisodeChecker:
     ) -> None:
         self.source = source
         self.lengths = lengths  # of the episodes it checks
-        self.root = source.root.resolve()
+        self.prefix = os.path.join(str(source.root), "")  # the root as paths start with it
+        self.real_root = str(source.root.resolve())
+        self.real_prefix = os.path.join(self.real_root, "")
+        self.real_folders: dict[str, str] = {}  # os.path.realpath of each folder
         self.repairs = repairs_of(options)
         self.restamp = options.restamp_timestamps
         self.tolerance_s = options.tolerance_s
@@ -589,12 +594,33 @@ class _EpisodeChecker:
                 streams[key] = _consistency_key(params)
         return problems, files, streams
 
+    def _resolve(self, path: str) -> tuple[str, os.stat_result | None]:
+        """``os.path.realpath(path)``, and the file's stat where it is a local file that is
+        not a symlink (None otherwise): each folder resolved once, each file one ``lstat``
+        (``realpath`` makes one per path component)."""
+        if self.source.remote:
+            return os.path.realpath(path), None
+        folder, name = os.path.split(path)
+        real_folder = self.real_folders.get(folder)
+        if real_folder is None:
+            real_folder = self.real_folders.setdefault(folder, os.path.realpath(folder))
+        try:
+            found = os.lstat(path)
+        except FileNotFoundError:
+            return os.path.join(real_folder, name), None
+        if stat.S_ISLNK(found.st_mode):
+            return os.path.realpath(path), None
+        return os.path.join(real_folder, name), found
+
     def _locate(self, episode: int, path: Path, what: str, problems: list[Problem], files: dict):
         """The path relative to the root, or None (with a problem) when it is unusable;
         ``what`` names the file in messages (``data file``, ``video file``)."""
-        rel = os.path.relpath(path, self.source.root)
-        real = Path(os.path.realpath(path))
-        if not real.is_relative_to(self.root):
+        text = str(path)
+        rel = text[len(self.prefix) :] if text.startswith(self.prefix) else ""
+        if not rel or "/../" in f"/{rel}/":  # a path that needs normalising
+            rel = os.path.relpath(path, self.source.root)
+        real, found = self._resolve(text)
+        if real != self.real_root and not real.startswith(self.real_prefix):
             problems.append(
                 Problem(
                     "outside_root",
@@ -606,7 +632,9 @@ class _EpisodeChecker:
             )
             return None
         try:
-            size, mtime_ns = self.source.file_signature(path)
+            size, mtime_ns = (
+                (found.st_size, found.st_mtime_ns) if found else self.source.file_signature(path)
+            )
         except FileNotFoundError:
             problems.append(
                 Problem(
