@@ -7,7 +7,8 @@ frame) that cost 0.9 CPU ms per sample, a quarter to a half of a random AV1 deco
 one of ``k`` batch buffers that each process allocates in shared memory on first use and then
 reuses in turn (``BatchBuffers``), and :func:`collate` hands those buffers on as the batch's
 frames. A decoded frame is dropped once copied, so a worker holds one item's decoded frames,
-not a batch's.
+not a batch's, and it gives the freed heap pages back after each batch
+(:func:`release_free_heap`).
 
 Memory: a process keeps at most ``batch_buffer_mb`` MiB of buffers. A camera whose ``k``
 buffers do not fit in it gets new shared memory for each batch instead (freed when the batch
@@ -27,6 +28,8 @@ With ``pin_memory=True`` the DataLoader copies each batch into pinned memory as 
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
 import os
 
@@ -120,6 +123,25 @@ class _Ring:
         if self.buffers[slot] is None:
             self.buffers[slot] = _shared_empty(self.shape, self.dtype)
         return self.buffers[slot]
+
+
+def release_free_heap() -> None:
+    """Give the heap's free pages back to the kernel (glibc's ``malloc_trim(0)``; nothing
+    elsewhere). After a batch, a DataLoader worker's decoded frames are freed, but glibc keeps
+    the pages: 200 MiB per worker on cr5's sarm windows, 10-100 MiB once trimmed; a call
+    takes about 0.4 CPU ms."""
+    if _malloc_trim is not None:
+        _malloc_trim(0)
+
+
+def _load_malloc_trim():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_malloc_trim = _load_malloc_trim()
 
 
 def frames_view(buffer: torch.Tensor) -> torch.Tensor:

@@ -11,7 +11,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_data_file
-from robopipe.loading.batches import BatchBuffers, FrameBatch, frames_view
+from robopipe.loading.batches import BatchBuffers, FrameBatch, frames_view, release_free_heap
 from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.gop_cache import GopCache
 from robopipe.loading.items import ItemReader
@@ -147,8 +147,8 @@ class MapDataset(torch.utils.data.Dataset):
     def __getitems__(self, indices: list[int]) -> list[dict]:
         """The items at ``indices`` (a DataLoader's batch); with ``batch_buffers``, a
         ``FrameBatch`` whose frames are in this process's next batch buffer (each item's
-        copied there as soon as it is decoded). From a remote URL, the batch's GOPs are
-        fetched first, all at once."""
+        copied there as soon as it is decoded, and the freed heap given back). From a
+        remote URL, the batch's GOPs are fetched first, all at once."""
         start = time.perf_counter()
         located = [self._locate(int(i)) for i in indices]
         self.reader.counters.add(fetch_s=time.perf_counter() - start)
@@ -168,6 +168,7 @@ class MapDataset(torch.utils.data.Dataset):
         for row, item in enumerate(items):
             for cam, batch in frames.items():
                 item[cam] = batch[row]
+        release_free_heap()
         return FrameBatch(items, frames)
 
 
