@@ -20,7 +20,14 @@ metadata, parquet footers and mp4 headers only: no frame is decoded and only the
 - every path, symlinks resolved, inside the dataset root.
 
 Files that are not part of the dataset are listed as notes, as are source files that changed
-since the previous check. Problems that an opt-in repair
+since the previous check.
+
+A large source is checked in parts: :func:`check_part` checks the files of a range of
+episode indices (a job each, in parallel), and :func:`merge_parts` checks the metadata and
+merges the parts into the report one job (:func:`check_source`) gives, without a table of
+every file: the files are read back from the parts as the report is written, stray files
+found from the path templates, the earlier files compared as hashes (:class:`_Changes`), and
+each camera's streams held as runs of episodes (:class:`StreamRuns`). Problems that an opt-in repair
 (:data:`robopipe.conversion.repairs.REPAIRS`) fixes are not problems when it is on, and name
 it when it is off.
 """
@@ -134,7 +141,8 @@ class CheckReport:
         repairs: each repair of :data:`~robopipe.conversion.repairs.REPAIRS` and whether it is on.
         problems: what stops the conversion.
         notes: what does not (stray files, changed source files, skipped episodes' problems).
-        files: every source file the conversion reads: ``[size in bytes, mtime in ns]``.
+        files: every source file the conversion reads: ``[size in bytes, mtime in ns]``
+            (from :func:`merge_parts`: a mapping read from the parts when iterated).
         episodes: episodes listed in ``episodes.jsonl``.
         doctor: a v3.0 source's outside opinion (``lerobot-lance-doctor``,
             :func:`robopipe.conversion.doctor.doctor_opinion`); None where it was not asked.
