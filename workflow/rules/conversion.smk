@@ -117,9 +117,8 @@ def shard_signatures(wildcards):
     name = wildcards.dataset
     if not DATASETS.is_local(name):
         return ""
-    source = DATASETS.local_source(name)
     episodes = plan_of(name).shard_episodes(wildcards.shard)
-    paths = [str(source.data_file(e.source_episode_index)) for e in episodes]
+    paths = DATASETS.source_paths(name, [e.source_episode_index for e in episodes])
     return digest(DATASETS.signatures_of(name, paths))
 
 

@@ -346,19 +346,22 @@ class Datasets:
             KeyError: the plan has no such video file.
             UnplannableSource: as :meth:`local_plan`.
         """
-        source = self.local_source(name)
         episodes = self.local_plan(name).episodes
         positions = self.video_file_episodes(name, key)[(chunk, file)]
-        # V21Source.video_file's paths as text, without pathlib (4 us a path at parse time)
-        root, template, per_chunk = str(source.root), source.info["video_path"], source.chunks_size
-        paths = []
-        for i in positions:
-            episode = episodes[i].source_episode_index
-            rel = template.format(
-                episode_chunk=episode // per_chunk, episode_index=episode, video_key=key
-            )
-            paths.append(f"{root}/{rel}")
-        return paths
+        return self.source_paths(name, [episodes[i].source_episode_index for i in positions], key)
+
+    def source_paths(self, name: str, episodes, key: str | None = None) -> list[str]:
+        """A local source's parquet (``key`` None) or camera ``key``'s mp4 of each of the
+        source ``episodes``: :meth:`V21Source.data_file`'s and ``video_file``'s paths as
+        text, made without pathlib (4 us a path, for the params of every job at parse time)."""
+        source = self.local_source(name)
+        root, per_chunk = str(source.root), source.chunks_size
+        template = source.info["data_path" if key is None else "video_path"]
+        return [
+            f"{root}/"
+            + template.format(episode_chunk=e // per_chunk, episode_index=e, video_key=key)
+            for e in episodes
+        ]
 
     def check_ranges(self, name: str) -> list[tuple[int, int | None]]:
         """The source episode indices each source check part job reads, ``[first, stop)``
