@@ -122,6 +122,10 @@ def test_check_digests_see_changed_and_added_files(make_v21, tmp_path):
     assert Datasets(config).check_tree_digest("d") == tree
     (root / ".DS_Store").write_bytes(b"")
     assert Datasets(config).check_tree_digest("d") != tree
+    # the lengths a part checks against
+    part = Datasets(config).check_part_digest("d", 0, 3)
+    os.utime(root / "meta/episodes.jsonl", ns=(1, 1))
+    assert Datasets(config).check_part_digest("d", 0, 3) != part
 
 
 def test_big_sources_are_checked_in_parts(make_v21, tmp_path):

@@ -40,6 +40,7 @@ from robopipe.layout import (
     ROBOMIMIC_V21_DIR,
     SOURCE_CACHE_DIR,
     SOURCE_MANIFEST,
+    V21_EPISODES_PATH,
     VALIDATION_FILE,
 )
 
@@ -376,10 +377,11 @@ class Datasets:
         return [(i * per, (i + 1) * per if i < parts - 1 else None) for i in range(parts)]
 
     def check_part_digest(self, name: str, first: int, stop: int | None) -> str:
-        """:func:`digest` of ``[size in bytes, mtime_ns]`` (None for a missing file) of the
-        data file and mp4s of each episode index in ``[first, stop)`` of a local v2.1 source
-        (``stop`` None: up to ``total_episodes``), so that a changed one changes it; ``""``
-        where the source's metadata cannot be read (the check says why)."""
+        """:func:`digest` of ``[size in bytes, mtime_ns]`` (None for a missing file) of
+        ``episodes.jsonl`` (the lengths a part checks against) and of the data file and mp4s
+        of each episode index in ``[first, stop)`` of a local v2.1 source (``stop`` None: up
+        to ``total_episodes``), so that a changed one changes it; ``""`` where the source's
+        metadata cannot be read (the check says why)."""
         try:
             source = self.local_source(name)
         except DatasetError:
@@ -388,6 +390,8 @@ class Datasets:
         total = int(info["total_episodes"])
         per_chunk = source.chunks_size
         hashed = hashlib.sha256()
+        for entry in self.signatures_of(name, [f"{root}/{V21_EPISODES_PATH}"]).items():
+            hashed.update(f"{entry}\n".encode())
         for episode in range(first, total if stop is None else min(stop, total)):
             chunk = episode // per_chunk
             rels = [info["data_path"].format(episode_chunk=chunk, episode_index=episode)]
