@@ -31,8 +31,9 @@ class PeakRss:
     bytes; the two peaks may come from different samples). DataLoader workers and subprocesses
     (the lerobot driver) are descendants, so they count. A process that is gone before it is
     read counts 0 in that sample. Reading a process's PSS makes the kernel walk its page
-    tables (1-5 CPU ms for a DataLoader worker), so PSS is sampled less often than RSS (a
-    ``/proc/<pid>/statm`` read); ``cpu_s`` is the CPU time the sampling thread took.
+    tables (about 5 CPU ms for a DataLoader worker on cr5's sarm windows), so PSS is sampled
+    less often than RSS (a ``/proc/<pid>/statm`` read); ``cpu_s`` is the CPU time the
+    sampling thread took.
 
     Args:
         interval_s: seconds between RSS samples.
@@ -40,7 +41,7 @@ class PeakRss:
             ``interval_s``).
     """
 
-    def __init__(self, interval_s: float = 0.1, pss_interval_s: float = 0.5) -> None:
+    def __init__(self, interval_s: float = 0.1, pss_interval_s: float = 1.0) -> None:
         self.interval_s = interval_s
         self.pss_every = max(1, round(pss_interval_s / interval_s))
         self.peak_mb = 0.0
