@@ -152,7 +152,8 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources_and_group(
     if slurm:
         assert {rule: groups[rule] for rule in convert_rules | {"publish"}} == {
             "source_check": "checks", "plan": None, "shard": "shards",
-            "aggregate_data": "aggregates", "aggregate_video": "aggregates", "meta": None, "validate": None, "publish": None,
+            "aggregate_data": "aggregates", "aggregate_video": "aggregates",
+            "meta": None, "validate": None, "publish": None,
         }  # fmt: skip
     else:
         assert {groups[rule] for rule in convert_rules | {"publish"}} == {"convert_ds"}
