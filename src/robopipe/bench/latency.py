@@ -117,10 +117,12 @@ class DelayProxy:
     def stop(self) -> None:
         async def close():
             self._server.close()
-            tasks = asyncio.all_tasks() - {asyncio.current_task()}
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # A connection accepted while cancelling adds tasks: repeat until none is left,
+            # so that no task is destroyed pending when the loop closes.
+            while tasks := asyncio.all_tasks() - {asyncio.current_task()}:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
 
         if self._server is not None:
             asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
@@ -165,6 +167,7 @@ class DelayProxy:
         finally:
             for task in pipes:
                 task.cancel()
+            await asyncio.gather(*pipes, return_exceptions=True)
             for w in (client_w, server_w):
                 w.close()
 
@@ -196,6 +199,7 @@ class DelayProxy:
                 await sender
             finally:
                 sender.cancel()
+                await asyncio.gather(sender, return_exceptions=True)
         if writer.can_write_eof():
             with contextlib.suppress(OSError):
                 writer.write_eof()
