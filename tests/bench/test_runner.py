@@ -42,6 +42,9 @@ def test_scenario_result_follows_schema(v30, tmp_path, scenario):
     assert (share is not None) == remote and (share is None or 0 <= share < 1)
     assert result["gop_cache_mb"] == (64 if remote and "_map_" in scenario else None)
     assert result["batch_buffer_mb"] == (512 if "_map_" in scenario else None)
+    tiny_batch_mb = 4 * frames_per_sample * 32 * 48 * 3 / 2**20  # batch 4 of 32x48 RGB frames
+    assert result["batch_mb"] == pytest.approx(tiny_batch_mb)
+    assert result["prefetch_factor"] == (None if "_w0_" in scenario else 2)
     assert result["peak_pss_mb"] > 0 and result["peak_rss_mb"] > 0
     write_scenario_result(result, tmp_path / "r.json", tmp_path / "r.csv")
     header, row = (tmp_path / "r.csv").read_text().splitlines()
@@ -102,3 +105,12 @@ def test_ceiling_without_cameras(make_v21, tmp_path):
     assert out["sequential_frames_per_s_per_core"] is None
     assert out["random_frames_per_s_per_core"] is None
     assert out["sequential_cpu_ms_per_frame"] is None
+
+
+def test_prefetch_factor_falls_to_one_when_batches_exceed_the_budget(v30):
+    budget = 2 * 4 * 16 * 32 * 48 * 3 / 2**20  # 2 sarm batches: not 3 of them (w1 x 1 + 2)
+    settings = Settings(**{**QUICK.__dict__, "batches_in_flight_mb": budget})
+    result = run_scenario("tiny", v30, "robopipe_stream_local_sarm_cpu_w1_n1", settings)
+    jsonschema.validate(result, SCHEMA)
+    assert result["batches_in_flight_mb"] == budget and result["prefetch_factor"] == 1
+    assert result["frames"] == result["samples"] * 16

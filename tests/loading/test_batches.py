@@ -1,10 +1,13 @@
 """Batches built in reused shared-memory buffers equal the DataLoader's usual batches."""
 
+import math
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from robopipe.loading import MapDataset, collate
+from robopipe.loading import MapDataset, collate, read_meta
+from robopipe.loading.batches import batch_frame_mb, prefetch_factor_within
 
 WINDOW = {"observation.images.front": [-0.2, 0.0], "observation.state": [-0.1, 0.0]}
 
@@ -83,3 +86,33 @@ def test_negative_batch_buffers_is_an_error(rollover):
         MapDataset(rollover[1], batch_buffers=-1)
     with pytest.raises(ValueError, match="batch_buffer_mb"):
         MapDataset(rollover[1], batch_buffers=4, batch_buffer_mb=-1)
+
+
+def test_batch_frame_mb_counts_every_camera_and_timestep(rollover):
+    meta = read_meta(rollover[1])
+    frame = sum(
+        math.prod(meta.info["features"][k]["shape"]) for k in meta.camera_keys
+    )  # one timestep of every camera, uint8
+    assert batch_frame_mb(meta, None, 5, "uint8") == pytest.approx(5 * frame / 2**20)
+    window = batch_frame_mb(meta, WINDOW, 5, "float32")
+    front = math.prod(meta.info["features"]["observation.images.front"]["shape"])
+    assert window == pytest.approx(5 * 4 * (frame + front) / 2**20)  # front twice
+
+
+@pytest.mark.parametrize(
+    ("budget", "batch", "workers", "factor"),
+    [
+        (1024, 28.1, 2, 2),
+        (1024, 225, 2, 1),
+        (6 * 100, 100, 2, 2),
+        (6 * 100 - 1, 100, 2, 1),
+        (10, 100, 4, 1),
+    ],
+)
+def test_prefetch_factor_within_the_budget(budget, batch, workers, factor):
+    assert prefetch_factor_within(budget, batch, workers) == factor
+
+
+def test_prefetch_factor_needs_workers():
+    with pytest.raises(ValueError, match="workers"):
+        prefetch_factor_within(1024, 10, 0)

@@ -91,8 +91,7 @@ def measure_throughput(
     """
     start = time.perf_counter()
     batches = _endless(make_loader)
-    first = next(batches, None)
-    if first is None:
+    if next(batches, None) is None:  # not kept: a batch can be hundreds of MB
         raise ZeroSamplesError("the loader yielded no batch")
     first_batch_latency_s = time.perf_counter() - start
     for _ in range(max(0, warmup_batches - 1)):

@@ -39,12 +39,11 @@ from robopipe.bench.servers import serve_nginx, serve_s3
 from robopipe.copies.encodings import LANCE
 from robopipe.layout import COPY_FILE, DEFAULT_TOLERANCE_S
 from robopipe.loading import collate, mode_delta_timestamps, read_meta
+from robopipe.loading.batches import batch_frame_mb, prefetch_factor_within
 from robopipe.ranks import current_node
 from robopipe.scenario_result import write_scenario_result
 
 log = logging.getLogger(__name__)
-PREFETCH_FACTOR = 2  # batches in flight per DataLoader worker (PyTorch's default)
-BATCH_BUFFERS = PREFETCH_FACTOR + 2  # the map-style loader's rule (robopipe.loading.batches)
 
 
 @dataclass
@@ -61,6 +60,11 @@ class Settings:
         shuffle_buffer: frame indices in the streaming loader's shuffle buffer.
         prefetch_mb: MB of episode bytes each streaming-loader worker fetches ahead from a
             remote source (``StreamingDataset(prefetch_mb=...)``); recorded in the result.
+        batches_in_flight_mb: MiB of decoded frame batches robopipe's loaders may hold at
+            once: the DataLoader's ``prefetch_factor`` is the largest of 1 and 2 whose
+            batches in flight fit it
+            (:func:`robopipe.loading.batches.prefetch_factor_within`); recorded in the result
+            with ``batch_mb`` and the ``prefetch_factor`` chosen.
         batch_buffer_mb: MiB of shared-memory batch buffers each map-style worker keeps for
             reuse (``MapDataset(batch_buffer_mb=...)``; batches beyond it get new shared
             memory); recorded in the result.
@@ -99,6 +103,7 @@ class Settings:
     shuffle_buffer: int = 1000
     prefetch_mb: float = 64.0
     gop_cache_mb: float = 64.0
+    batches_in_flight_mb: float = 1024.0
     batch_buffer_mb: float = 512.0
     decoder_cache_size: int = 16
     seek_mode: str = "approximate"
@@ -278,6 +283,9 @@ def run_scenario(
         "batch_buffer_mb": (
             settings.batch_buffer_mb if scenario.loader == "robopipe_map" else None
         ),
+        "batches_in_flight_mb": measured.get("batches_in_flight_mb"),
+        "batch_mb": measured.get("batch_mb"),
+        "prefetch_factor": measured.get("prefetch_factor"),
         "network_wait_share": measured.get("network_wait_share"),
         **_network_fields(
             measured.get("bytes_fetched"), measured.get("requests"), measured["samples"]
@@ -327,11 +335,18 @@ def _run_robopipe(
     scenario, spec, dataset, url, options, settings, rank, world_size, traffic=None
 ) -> dict:
     meta = read_meta(url, name=dataset, storage_options=options)
+    delta_timestamps = mode_delta_timestamps(
+        scenario.mode, meta.camera_keys, meta.fps, settings.windows
+    )
+    batch_mb = batch_frame_mb(meta, delta_timestamps, settings.batch_size, settings.image_dtype)
+    prefetch_factor = (
+        prefetch_factor_within(settings.batches_in_flight_mb, batch_mb, scenario.workers)
+        if scenario.workers
+        else None
+    )
     kwargs = dict(
         name=dataset,
-        delta_timestamps=mode_delta_timestamps(
-            scenario.mode, meta.camera_keys, meta.fps, settings.windows
-        ),
+        delta_timestamps=delta_timestamps,
         image_dtype=settings.image_dtype,
         decode_device=scenario.decode,
         tolerance_s=settings.tolerance_s,
@@ -351,7 +366,7 @@ def _run_robopipe(
         )
     else:
         kwargs.update(
-            batch_buffers=BATCH_BUFFERS,
+            batch_buffers=(prefetch_factor or 0) + 2,  # robopipe.loading.batches's rule
             batch_buffer_mb=settings.batch_buffer_mb,
             gop_cache_mb=settings.gop_cache_mb,
         )
@@ -367,7 +382,7 @@ def _run_robopipe(
         persistent_workers=scenario.workers > 0,
         multiprocessing_context="spawn" if scenario.decode == "cuda" and scenario.workers else None,
         collate_fn=collate,
-        prefetch_factor=PREFETCH_FACTOR if scenario.workers else None,
+        prefetch_factor=prefetch_factor,
     )
     measured = measure_throughput(
         lambda loader=loader: loader,
@@ -389,6 +404,9 @@ def _run_robopipe(
         decoder_cache={k: int(totals[k]) for k in ("hits", "misses", "evictions")},
         cpu_fallback=bool(totals["cpu_fallback"]) if scenario.decode == "cuda" else None,
         device=torch.cuda.get_device_name(0) if scenario.decode == "cuda" else "cpu",
+        batches_in_flight_mb=settings.batches_in_flight_mb,
+        batch_mb=batch_mb,
+        prefetch_factor=prefetch_factor,
     )
     if traffic is not None:
         measured.update(

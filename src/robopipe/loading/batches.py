@@ -24,6 +24,12 @@ to the workers in turn and come back in order), so with ``k >= prefetch_factor +
 batch the loop works on and the one before it stay intact; a loop that keeps older batches
 (a list of batches, a queue) must ``clone()`` their frames, or leave ``batch_buffers`` at 0.
 With ``pin_memory=True`` the DataLoader copies each batch into pinned memory as it arrives.
+
+Batches in flight: a DataLoader with ``W`` workers holds up to ``W x prefetch_factor`` batches
+the loop has not taken, and the loop holds the batch it works on and, while the next one
+arrives, the one before. :func:`prefetch_factor_within` picks the largest ``prefetch_factor``
+(1 or PyTorch's default 2) whose batches fit a memory budget, from a batch's frame bytes
+(:func:`batch_frame_mb`).
 """
 
 from __future__ import annotations
@@ -142,6 +148,48 @@ def _load_malloc_trim():
 
 
 _malloc_trim = _load_malloc_trim()
+
+
+def batch_frame_mb(
+    meta, delta_timestamps: dict[str, list[float]] | None, batch_size: int, image_dtype: str
+) -> float:
+    """MiB of decoded frames in one batch: every camera of ``meta`` (a
+    :class:`~robopipe.formats.v30_reader.DatasetMeta`) at its ``info.json`` shape
+    (H, W, C), times its timesteps (``len(delta_timestamps[key])``, 1 without), times
+    ``batch_size``, at 1 byte a value for ``uint8`` and 4 for ``float32``.
+
+    cr5 (one 640x480 RGB camera), batch 32, uint8: 28.1 MiB for single frames, 225 MiB for
+    sarm windows (8 timesteps).
+    """
+    value_bytes = 1 if image_dtype == "uint8" else 4
+    values = 0
+    for key in meta.camera_keys:
+        steps = len((delta_timestamps or {}).get(key) or [0])
+        values += math.prod(meta.info["features"][key]["shape"]) * steps
+    return batch_size * values * value_bytes / 2**20
+
+
+def prefetch_factor_within(budget_mb: float, batch_mb: float, workers: int) -> int:
+    """The DataLoader ``prefetch_factor`` whose batches in flight fit ``budget_mb`` MiB:
+    the largest of 1 and 2 (PyTorch's default) with ``(workers x prefetch_factor + 2) x
+    batch_mb <= budget_mb`` (the 2: the batch the loop holds and the one before it), else 1,
+    the least a DataLoader with workers takes.
+
+    cr5, 2 workers, budget 1024 MiB: 2 for single frames (28.1 MiB a batch), 1 for sarm
+    windows (225 MiB: 6 batches would be 1.35 GiB).
+
+    Raises:
+        ValueError: ``workers`` < 1 (without workers there is no prefetch), or ``budget_mb``
+            or ``batch_mb`` < 0.
+    """
+    if workers < 1:
+        raise ValueError(f"prefetch_factor needs DataLoader workers, got {workers}")
+    if budget_mb < 0 or batch_mb < 0:
+        raise ValueError(f"budget_mb and batch_mb must be >= 0, got {budget_mb}, {batch_mb}")
+    for factor in (2, 1):
+        if (workers * factor + 2) * batch_mb <= budget_mb:
+            return factor
+    return 1
 
 
 def frames_view(buffer: torch.Tensor) -> torch.Tensor:

@@ -36,8 +36,16 @@ NETWORK_FIELDS = (
 )
 
 # optional memory fields of a scenario result (results written before them lack them): the
-# process tree's peak PSS (robopipe.bench.rss) and the map-style loader's batch-buffer budget
-MEMORY_FIELDS = ("peak_pss_mb", "peak_pss_total_mb", "batch_buffer_mb")
+# process tree's peak PSS (robopipe.bench.rss), the map-style loader's batch-buffer budget, and
+# the budget for batches in flight with a batch's size and the prefetch_factor chosen from them
+MEMORY_FIELDS = (
+    "peak_pss_mb",
+    "peak_pss_total_mb",
+    "batch_buffer_mb",
+    "batches_in_flight_mb",
+    "batch_mb",
+    "prefetch_factor",
+)
 
 # whose loader a scenario measured: the registry's peer flag, the peer's package and version,
 # and whether its items equalled robopipe's (robopipe.bench.peers.check_items)
