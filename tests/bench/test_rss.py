@@ -1,9 +1,12 @@
 """The process tree's peak memory: RSS counts shared pages once per process, PSS once."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 
+from robopipe.bench.measure import SERVER_PIDS
 from robopipe.bench.rss import PeakRss
 
 MIB = 2**20
@@ -62,3 +65,23 @@ def _mapped(size: int):
     import mmap
 
     return mmap.mmap(-1, size, flags=mmap.MAP_SHARED)
+
+
+def test_the_benchmark_servers_are_left_out():
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import sys; x = bytearray(128 << 20); print(1, flush=True); "
+         "sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        child.stdout.readline()  # its 128 MiB are resident
+        rss = PeakRss()
+        counted_rss, counted_pss = rss.sample()
+        SERVER_PIDS.add(child.pid)
+        try:
+            left_out_rss, left_out_pss = rss.sample()
+        finally:
+            SERVER_PIDS.discard(child.pid)
+    finally:
+        child.communicate()
+    assert counted_rss - left_out_rss > 120 and counted_pss - left_out_pss > 120

@@ -9,7 +9,13 @@ with netem). With ``latency_ms == 0`` chunks are forwarded at once and the proxy
 It counts what a loader pays: ``bytes_fetched`` (server to client, HTTP headers included),
 ``bytes_sent`` (client to server), ``requests`` (HTTP requests, framed by their headers and
 ``Content-Length``; a connection whose requests cannot be framed, e.g. a chunked upload,
-counts only its first) and ``connections``.
+counts only its first) and ``connections`` (those that sent a byte).
+
+The proxy runs as a child process (``python -m robopipe.bench.latency``, started by
+:func:`robopipe.bench.servers.serve_process`), as a network between the loader and a server
+would, so its CPU is neither taken from the loader's process nor counted in the loader's CPU
+seconds (it is listed in ``robopipe.bench.measure.SERVER_PIDS``); it writes its counts to a
+small file the benchmark maps into memory.
 
 Usage::
 
@@ -21,16 +27,22 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
-import threading
+import mmap
+import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from urllib.parse import urlsplit
 
+from robopipe.bench.servers import serve_process
+
 CHUNK = 1 << 16  # bytes read at once from either side
 QUEUED_CHUNKS = 512  # per direction and connection: about 32 MiB in flight at most
 LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+COUNTS = ("bytes_fetched", "bytes_sent", "requests", "connections")  # int64s, in this order
 
 
 def is_loopback_http(url: str | None) -> bool:
@@ -46,11 +58,13 @@ class RequestCounter:
 
     def __init__(self) -> None:
         self.requests = 0
+        self.fed = False  # whether any byte came
         self._buffer = b""
         self._body_left = 0
         self._framed = True
 
     def feed(self, data: bytes) -> None:
+        self.fed = True
         if not self._framed:
             return
         self._buffer += data
@@ -79,64 +93,29 @@ class RequestCounter:
 
 
 class DelayProxy:
-    """Forward 127.0.0.1:<port> to ``target_host:target_port`` with a one-way delay.
-
-    Runs its own asyncio loop in a daemon thread; :meth:`start` and :meth:`stop` (or
-    :func:`delaying_proxy`) bracket its life. :meth:`totals` may be called from any thread.
+    """Forward 127.0.0.1:``port`` to ``target_host:target_port`` with a one-way delay of
+    ``latency_ms / 2``, adding what passes to ``counts`` (int64 values in :data:`COUNTS`
+    order, such as a memory-mapped file's); :meth:`serve` runs it until cancelled.
     """
 
-    def __init__(self, target_host: str, target_port: int, latency_ms: float = 0.0) -> None:
+    def __init__(
+        self, target_host: str, target_port: int, latency_ms: float, counts: memoryview
+    ) -> None:
         if latency_ms < 0:
             raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
         self.target = (target_host, target_port)
         self.one_way_s = latency_ms / 2000
-        self.port: int | None = None
-        self._counts = {"bytes_fetched": 0, "bytes_sent": 0, "requests": 0, "connections": 0}
-        self._lock = threading.Lock()
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
-        self._server: asyncio.base_events.Server | None = None
+        self._counts = counts
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def totals(self) -> dict[str, int]:
-        """Counts since the proxy started (a copy)."""
-        with self._lock:
-            return dict(self._counts)
-
-    def start(self) -> DelayProxy:
-        self._thread.start()
-        self._server = asyncio.run_coroutine_threadsafe(
-            asyncio.start_server(self._connection, "127.0.0.1", 0), self._loop
-        ).result(timeout=10)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    def stop(self) -> None:
-        async def close():
-            self._server.close()
-            # A connection accepted while cancelling adds tasks: repeat until none is left,
-            # so that no task is destroyed pending when the loop closes.
-            while tasks := asyncio.all_tasks() - {asyncio.current_task()}:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-
-        if self._server is not None:
-            asyncio.run_coroutine_threadsafe(close(), self._loop).result(timeout=10)
-        self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(timeout=10)
-        if not self._thread.is_alive():
-            self._loop.close()
+    async def serve(self, port: int) -> None:
+        server = await asyncio.start_server(self._connection, "127.0.0.1", port)
+        async with server:
+            await server.serve_forever()
 
     def _count(self, key: str, n: int) -> None:
-        with self._lock:
-            self._counts[key] += n
+        self._counts[COUNTS.index(key)] += n
 
     async def _connection(self, client_r, client_w) -> None:
-        self._count("connections", 1)
         try:
             server_r, server_w = await asyncio.open_connection(*self.target)
         except OSError:
@@ -147,6 +126,8 @@ class DelayProxy:
 
         def upstream(data: bytes) -> None:
             nonlocal seen
+            if not counter.fed:  # a connection that sends nothing (a port probe) is not counted
+                self._count("connections", 1)
             self._count("bytes_sent", len(data))
             counter.feed(data)
             if counter.requests != seen:
@@ -205,24 +186,70 @@ class DelayProxy:
                 writer.write_eof()
 
 
+class ProxyProcess:
+    """A running proxy process: its ``url`` (``http://127.0.0.1:<port>``) and its counts."""
+
+    def __init__(self, url: str, counts: memoryview) -> None:
+        self.url = url
+        self._counts = counts
+
+    def totals(self) -> dict[str, int]:
+        """Counts since the proxy started: :data:`COUNTS` -> int (a copy)."""
+        return dict(zip(COUNTS, self._counts.tolist(), strict=True))
+
+
 @contextlib.contextmanager
-def delaying_proxy(target_url: str, latency_ms: float = 0.0) -> Iterator[DelayProxy]:
-    """A :class:`DelayProxy` in front of ``target_url`` (``http://host:port``) for the block.
+def delaying_proxy(target_url: str, latency_ms: float = 0.0) -> Iterator[ProxyProcess]:
+    """A delaying proxy process in front of ``target_url`` (``http://host:port``) for the
+    block.
 
     Raises:
-        ValueError: ``target_url`` is not a plain ``http://`` address with a port.
+        ValueError: ``target_url`` is not a plain ``http://`` address with a port, or
+            ``latency_ms`` < 0.
+        RuntimeError: the proxy process did not start.
     """
     parts = urlsplit(target_url)
     if parts.scheme != "http" or not parts.hostname or not parts.port:
         raise ValueError(f"the latency proxy needs an http://host:port target, got {target_url!r}")
-    proxy = DelayProxy(parts.hostname, parts.port, latency_ms).start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
+    if latency_ms < 0:
+        raise ValueError(f"latency_ms must be >= 0, got {latency_ms}")
+    size = 8 * len(COUNTS)
+    with tempfile.NamedTemporaryFile(prefix="proxy-counts-") as file:
+        file.write(bytes(size))
+        file.flush()
+        with mmap.mmap(file.fileno(), size) as shared:
+            counts = memoryview(shared).cast("q")
+            try:
+                command = [
+                    sys.executable, "-m", "robopipe.bench.latency", target_url,
+                    "--latency-ms", str(latency_ms), "--counts", file.name, "--port",
+                ]  # fmt: skip
+                with serve_process("delaying proxy", lambda port: [*command, str(port)]) as url:
+                    yield ProxyProcess(url, counts)
+            finally:
+                counts.release()
 
 
-def through(proxy: DelayProxy, url: str) -> str:
+def through(proxy: ProxyProcess, url: str) -> str:
     """``url`` with its scheme, host and port replaced by the proxy's."""
     parts = urlsplit(url)
     return proxy.url + url[len(f"{parts.scheme}://{parts.netloc}") :]
+
+
+def main(argv: list[str] | None = None) -> None:
+    """The proxy process: serve until terminated (SIGTERM)."""
+    parser = argparse.ArgumentParser(description="delaying, counting TCP proxy on 127.0.0.1")
+    parser.add_argument("target", help="http://host:port")
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--counts", required=True, help="file of len(COUNTS) int64s")
+    args = parser.parse_args(argv)
+    parts = urlsplit(args.target)
+    with open(args.counts, "r+b") as file, mmap.mmap(file.fileno(), 0) as shared:
+        counts = memoryview(shared).cast("q")
+        proxy = DelayProxy(parts.hostname, parts.port, args.latency_ms, counts)
+        asyncio.run(proxy.serve(args.port))
+
+
+if __name__ == "__main__":
+    main()

@@ -17,15 +17,19 @@ anonymous mapping), and a lower bound when both kinds are present.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 
 import psutil
 
+from robopipe.bench.measure import SERVER_PIDS
+
 
 class PeakRss:
-    """Context manager sampling the RSS and the PSS of this process plus all its descendants.
+    """Context manager sampling the RSS and the PSS of this process plus all its descendants
+    except the benchmark's servers (``robopipe.bench.measure.SERVER_PIDS``).
 
     ``peak_mb`` is the largest RSS sum seen, ``peak_pss_mb`` the largest PSS sum (MiB, 2**20
     bytes; the two peaks may come from different samples). DataLoader workers and subprocesses
@@ -63,10 +67,9 @@ class PeakRss:
     def sample(self, pss: bool = True) -> tuple[float, float | None]:
         """Take one sample now; return the tree's RSS and PSS in MiB (PSS None unless
         ``pss``)."""
-        root = psutil.Process(os.getpid())
         rss_sum = private = mapped_shm = 0
         shm: dict[tuple[int, int], int] = {}  # (device, inode) -> allocated bytes
-        for proc in [root, *root.children(recursive=True)]:
+        for proc in _loader_tree():
             try:
                 rss_sum += proc.memory_info().rss
                 if pss:
@@ -89,6 +92,19 @@ class PeakRss:
             count += 1
             self.sample(pss=count % self.pss_every == 0)
         self.cpu_s = time.thread_time() - start
+
+
+def _loader_tree() -> list[psutil.Process]:
+    """This process and its descendants, less the benchmark's servers (``SERVER_PIDS``:
+    nginx, moto, the delaying proxy) and their descendants, whose memory a remote server
+    would hold."""
+    todo, tree = [psutil.Process(os.getpid())], []
+    while todo:
+        proc = todo.pop()
+        tree.append(proc)
+        with contextlib.suppress(psutil.Error):
+            todo += [c for c in proc.children() if c.pid not in SERVER_PIDS]
+    return tree
 
 
 def _pss(pid: int) -> tuple[int, int]:
