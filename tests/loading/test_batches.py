@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, default_collate
 
-from robopipe.loading import MapDataset, collate, read_meta
+from robopipe.loading import MapDataset, StreamingDataset, collate, read_meta
 from robopipe.loading.batches import batch_frame_mb, prefetch_factor_within
 
 WINDOW = {"observation.images.front": [-0.2, 0.0], "observation.state": [-0.1, 0.0]}
@@ -116,3 +116,39 @@ def test_prefetch_factor_within_the_budget(budget, batch, workers, factor):
 def test_prefetch_factor_needs_workers():
     with pytest.raises(ValueError, match="workers"):
         prefetch_factor_within(1024, 10, 0)
+
+
+def stream_batches(root, workers, **options):
+    ds = StreamingDataset(root, seed=0, **options)
+    batched = "batch_size" in options
+    loader = DataLoader(
+        ds, batch_size=None if batched else 5, num_workers=workers, collate_fn=collate
+    )
+    return [{k: v.clone() if torch.is_tensor(v) else v for k, v in b.items()} for b in loader]
+
+
+@pytest.mark.parametrize("buffers", [4, 0], ids=["buffers", "no-buffers"])
+@pytest.mark.parametrize(
+    "options",
+    [{}, {"image_dtype": "float32"}, {"delta_timestamps": WINDOW}],
+    ids=["uint8", "float32", "window"],
+)
+def test_streamed_batches_equal_the_dataloaders_batches(rollover, options, buffers):
+    usual = stream_batches(rollover[1], 2, **options)
+    built = stream_batches(rollover[1], 2, batch_size=5, batch_buffers=buffers, **options)
+    assert len(built) == len(usual) > 4
+    assert sorted(len(b["index"]) for b in usual)[0] < 5  # short last batches compared too
+    for a, b in zip(usual, built, strict=True):
+        assert list(a) == list(b)
+        for key in a:
+            if torch.is_tensor(a[key]):
+                assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+            else:
+                assert a[key] == b[key]
+
+
+def test_streamed_batch_options_are_checked(rollover):
+    with pytest.raises(ValueError, match="batch_size"):
+        StreamingDataset(rollover[1], batch_size=0)
+    with pytest.raises(ValueError, match="batch_buffers"):
+        StreamingDataset(rollover[1], batch_size=4, batch_buffers=-1)

@@ -65,8 +65,9 @@ class Settings:
             batches in flight fit it
             (:func:`robopipe.loading.batches.prefetch_factor_within`); recorded in the result
             with ``batch_mb`` and the ``prefetch_factor`` chosen.
-        batch_buffer_mb: MiB of shared-memory batch buffers each map-style worker keeps for
-            reuse (``MapDataset(batch_buffer_mb=...)``; batches beyond it get new shared
+        batch_buffer_mb: MiB of shared-memory batch buffers each worker of robopipe's
+            loaders keeps for reuse (``MapDataset(batch_buffer_mb=...)``,
+            ``StreamingDataset(batch_buffer_mb=...)``; batches beyond it get new shared
             memory); recorded in the result.
         gop_cache_mb: MiB of video GOPs each map-style worker caches from a remote source
             (``MapDataset(gop_cache_mb=...)``, 0: fsspec's readahead file); recorded in the
@@ -280,9 +281,7 @@ def run_scenario(
             if scenario.loader == "robopipe_map" and scenario.source != "local"
             else None
         ),
-        "batch_buffer_mb": (
-            settings.batch_buffer_mb if scenario.loader == "robopipe_map" else None
-        ),
+        "batch_buffer_mb": measured.get("batch_buffer_mb"),
         "batches_in_flight_mb": measured.get("batches_in_flight_mb"),
         "batch_mb": measured.get("batch_mb"),
         "prefetch_factor": measured.get("prefetch_factor"),
@@ -354,6 +353,8 @@ def _run_robopipe(
         seek_mode=settings.seek_mode,
         storage_options=options,
         episodes=settings.episodes,
+        batch_buffers=(prefetch_factor or 0) + 2,  # robopipe.loading.batches's rule
+        batch_buffer_mb=settings.batch_buffer_mb,
     )
     stream = spec.stream
     if stream:
@@ -365,18 +366,16 @@ def _run_robopipe(
             seed=0,
         )
     else:
-        kwargs.update(
-            batch_buffers=(prefetch_factor or 0) + 2,  # robopipe.loading.batches's rule
-            batch_buffer_mb=settings.batch_buffer_mb,
-            gop_cache_mb=settings.gop_cache_mb,
-        )
+        kwargs.update(gop_cache_mb=settings.gop_cache_mb)
     dataset_cls = spec.dataset_class()
-    ds = dataset_cls(url, **kwargs)
+    # the streaming loader builds its batches itself (frames copied as decoded), as the
+    # map-style loader's __getitems__ does
+    ds = dataset_cls(url, **kwargs, **({"batch_size": settings.batch_size} if stream else {}))
     if stream:
         ds.streams(max(scenario.workers, 1))  # fails early if a worker would get no episode
     loader = DataLoader(
         ds,
-        batch_size=settings.batch_size,
+        batch_size=None if stream else settings.batch_size,
         sampler=None if stream else _sampler(ds, settings.seed, rank, world_size),
         num_workers=scenario.workers,
         persistent_workers=scenario.workers > 0,
@@ -404,6 +403,7 @@ def _run_robopipe(
         decoder_cache={k: int(totals[k]) for k in ("hits", "misses", "evictions")},
         cpu_fallback=bool(totals["cpu_fallback"]) if scenario.decode == "cuda" else None,
         device=torch.cuda.get_device_name(0) if scenario.decode == "cuda" else "cpu",
+        batch_buffer_mb=settings.batch_buffer_mb,
         batches_in_flight_mb=settings.batches_in_flight_mb,
         batch_mb=batch_mb,
         prefetch_factor=prefetch_factor,

@@ -38,6 +38,7 @@ import ctypes
 import ctypes.util
 import math
 import os
+from collections.abc import Iterable
 
 import numpy as np
 import torch
@@ -131,6 +132,32 @@ class _Ring:
         return self.buffers[slot]
 
 
+def fill_batch(
+    items: Iterable[dict], size: int, cameras: list[str], buffers: BatchBuffers
+) -> FrameBatch:
+    """A batch of up to ``size`` items, built as they come: each item's frames of
+    ``cameras`` ((C, H, W) or (T, C, H, W) tensors) are copied into its row of the batch's
+    buffer (:meth:`BatchBuffers.take`) and dropped at once, and the item's entries become
+    views of that row; the heap they used is given back at the end
+    (:func:`release_free_heap`). Fewer than ``size`` items give a batch of that many rows;
+    none, an empty batch. ``MapDataset.__getitems__`` and ``StreamingDataset`` (with
+    ``batch_size``) build their batches with it."""
+    out, taken = [], {}
+    for row, item in enumerate(items):
+        for cam in cameras:
+            if cam not in taken:
+                taken[cam] = buffers.take(cam, size, item[cam])
+            buffers.put(taken[cam], row, item[cam])
+            item[cam] = None  # the decoded frames go now; the view is set below
+        out.append(item)
+    frames = {cam: frames_view(buffer[: len(out)]) for cam, buffer in taken.items()}
+    for row, item in enumerate(out):
+        for cam, batch in frames.items():
+            item[cam] = batch[row]
+    release_free_heap()
+    return FrameBatch(out, frames)
+
+
 def release_free_heap() -> None:
     """Give the heap's free pages back to the kernel (glibc's ``malloc_trim(0)``; nothing
     elsewhere). After a batch, a DataLoader worker's decoded frames are freed, but glibc keeps
@@ -207,7 +234,8 @@ def _shared_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
 
 def collate(batch: list[dict]) -> dict:
     """``torch.utils.data.default_collate``, except for a ``FrameBatch``
-    (``MapDataset(..., batch_buffers=k).__getitems__``): its frames are its buffers, not a new
+    (``MapDataset(..., batch_buffers=k).__getitems__``, ``StreamingDataset(...,
+    batch_size=b, batch_buffers=k)``'s items): its frames are its buffers, not a new
     stack, and in a DataLoader worker the batch is an :class:`~robopipe.transport.InlineTensors`,
     so its small tensors travel to the main process inside the pickled batch (a few KB), not as
     one new shared-memory segment per key (each a file descriptor passed over a socket: 5 ms

@@ -11,7 +11,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_data_file
-from robopipe.loading.batches import BatchBuffers, FrameBatch, frames_view, release_free_heap
+from robopipe.loading.batches import BatchBuffers, fill_batch
 from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.gop_cache import GopCache
 from robopipe.loading.items import ItemReader
@@ -153,23 +153,10 @@ class MapDataset(torch.utils.data.Dataset):
         located = [self._locate(int(i)) for i in indices]
         self.reader.counters.add(fetch_s=time.perf_counter() - start)
         self._fetch_gops(located)
+        items = (self.reader.item(*one) for one in located)
         if self.buffers is None or not located:
-            return [self.reader.item(*one) for one in located]
-        items, buffers = [], {}
-        for row, one in enumerate(located):
-            item = self.reader.item(*one)
-            for cam in self.meta.camera_keys:
-                if cam not in buffers:
-                    buffers[cam] = self.buffers.take(cam, len(located), item[cam])
-                self.buffers.put(buffers[cam], row, item[cam])
-                item[cam] = None  # the decoded frames go now; the view is set below
-            items.append(item)
-        frames = {cam: frames_view(buffer) for cam, buffer in buffers.items()}
-        for row, item in enumerate(items):
-            for cam, batch in frames.items():
-                item[cam] = batch[row]
-        release_free_heap()
-        return FrameBatch(items, frames)
+            return list(items)
+        return fill_batch(items, len(located), self.meta.camera_keys, self.buffers)
 
 
 def _read_data(meta, episodes) -> tuple[dict[str, np.ndarray], np.ndarray]:

@@ -18,6 +18,7 @@ decoding then reads memory, so items and order are those of the local path.
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 import threading
 import time
@@ -30,6 +31,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import open_data_file, read_data_rows, row_groups_of_rows
+from robopipe.loading.batches import BatchBuffers, fill_batch
 from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.items import ItemReader
 from robopipe.loading.partition import assign_episodes, group_episodes_by_files
@@ -76,6 +78,16 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             held whatever this bound.
         seed: base seed; the order of an epoch depends on (seed, epoch, rank, worker).
         episodes: the episodes streamed (LeRobotDataset's ``episodes=``); None: all.
+        batch_size: None (default): the dataset yields items, for a DataLoader's
+            ``batch_size``. An int: it yields batches of that many items (the last may be
+            shorter), for ``DataLoader(batch_size=None, collate_fn=robopipe.loading.collate)``;
+            with ``batch_buffers`` each item's frames are copied into the batch's
+            shared-memory buffer as soon as they are decoded, as ``MapDataset``'s
+            (``robopipe.loading.batches``: no second copy when the batch is collated, one
+            item's decoded frames held at a time).
+        batch_buffers, batch_buffer_mb: as ``MapDataset``'s, with ``batch_size`` (with the
+            DataLoader's ``prefetch_factor`` counting batches); ignored without it or with
+            ``decode_device="cuda"``.
         name, storage_options, **item_options: as ``MapDataset`` (``item_options`` are
             ``ItemReader``'s keywords).
 
@@ -86,8 +98,9 @@ class StreamingDataset(torch.utils.data.IterableDataset):
     in the training loop. ``set_epoch(e)`` starts a new epoch (new order, nothing consumed).
 
     Raises:
-        ValueError: fewer episodes than ranks x workers (raised when iteration starts), or an
-            episode not in the dataset.
+        ValueError: fewer episodes than ranks x workers (raised when iteration starts), an
+            episode not in the dataset, ``batch_size`` < 1, or ``batch_buffers`` or
+            ``batch_buffer_mb`` < 0.
     """
 
     def __init__(
@@ -104,8 +117,18 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         prefetch_mb: float = 64.0,
         seed: int = 0,
         episodes: Sequence[int] | None = None,
+        batch_size: int | None = None,
+        batch_buffers: int = 0,
+        batch_buffer_mb: float = 512.0,
         **item_options,
     ) -> None:
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1 or None, got {batch_size}")
+        if batch_buffers < 0 or batch_buffer_mb < 0:
+            raise ValueError(
+                f"batch_buffers and batch_buffer_mb must be >= 0, got {batch_buffers}, "
+                f"{batch_buffer_mb}"
+            )
         self.reader = ItemReader.from_url(
             url, name=name, storage_options=storage_options, **item_options
         )
@@ -125,6 +148,11 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self._file_ids = [self.meta.file_ids(e) for e in range(self.meta.num_episodes)]
         self._lengths = [int(n) for n in lengths]
         self.episode_ids = selected_episodes(self.meta, episodes)
+        self.batch_size = batch_size
+        on_cpu = item_options.get("decode_device", "cpu") == "cpu"
+        self.buffers = None
+        if batch_size and batch_buffers and on_cpu:
+            self.buffers = BatchBuffers(batch_buffers, batch_buffer_mb)
 
     @property
     def counters(self):
@@ -166,6 +194,19 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         return np.asarray(out, dtype=np.int64)
 
     def __iter__(self):
+        items = self._items()
+        if self.batch_size is None:
+            yield from items
+            return
+        while batch := self._batch(itertools.islice(items, self.batch_size)):
+            yield batch
+
+    def _batch(self, items) -> list[dict]:
+        if self.buffers is None:
+            return list(items)
+        return fill_batch(items, self.batch_size, self.meta.camera_keys, self.buffers)
+
+    def _items(self):
         info = torch.utils.data.get_worker_info()
         num_workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
         slot = self.rank * num_workers + worker
