@@ -200,6 +200,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             return
         while batch := self._batch(itertools.islice(items, self.batch_size)):
             yield batch
+            del batch  # not held while the next one is built: it may be hundreds of MB
 
     def _batch(self, items) -> list[dict]:
         if self.buffers is None:
