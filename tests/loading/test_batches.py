@@ -19,6 +19,18 @@ def batches(root, workers, batch_buffers, **options):
     return [{k: v.clone() if torch.is_tensor(v) else v for k, v in b.items()} for b in loader]
 
 
+def assert_same_batches(expected, got):
+    """The same keys in the same order, tensors of the same dtype and values."""
+    assert len(expected) == len(got)
+    for a, b in zip(expected, got, strict=True):
+        assert list(a) == list(b)
+        for key in a:
+            if torch.is_tensor(a[key]):
+                assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+            else:
+                assert a[key] == b[key]
+
+
 @pytest.mark.parametrize(
     "options",
     [{}, {"image_dtype": "float32"}, {"delta_timestamps": WINDOW}],
@@ -29,13 +41,7 @@ def test_buffered_batches_equal_usual_batches(rollover, options):
     buffered = batches(rollover[1], 2, 4, **options)
     assert len(buffered) == len(usual) > 4  # the buffers went round, and the last is short
     assert len(usual[-1]["index"]) < 5
-    for a, b in zip(usual, buffered, strict=True):
-        assert list(a) == list(b)
-        for key in a:
-            if torch.is_tensor(a[key]):
-                assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
-            else:
-                assert a[key] == b[key]
+    assert_same_batches(usual, buffered)
 
 
 def test_frames_stay_until_their_buffer_comes_round(rollover):
@@ -138,13 +144,7 @@ def test_streamed_batches_equal_the_dataloaders_batches(rollover, options, buffe
     built = stream_batches(rollover[1], 2, batch_size=5, batch_buffers=buffers, **options)
     assert len(built) == len(usual) > 4
     assert sorted(len(b["index"]) for b in usual)[0] < 5  # short last batches compared too
-    for a, b in zip(usual, built, strict=True):
-        assert list(a) == list(b)
-        for key in a:
-            if torch.is_tensor(a[key]):
-                assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
-            else:
-                assert a[key] == b[key]
+    assert_same_batches(usual, built)
 
 
 def test_streamed_batch_options_are_checked(rollover):
