@@ -39,12 +39,16 @@ import ctypes.util
 import math
 import os
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch.utils.data import default_collate, get_worker_info
 
 from robopipe.transport import InlineTensors
+
+if TYPE_CHECKING:
+    from robopipe.formats.v30_reader import DatasetMeta
 
 
 class FrameBatch(list):
@@ -178,7 +182,10 @@ _malloc_trim = _load_malloc_trim()
 
 
 def batch_frame_mb(
-    meta, delta_timestamps: dict[str, list[float]] | None, batch_size: int, image_dtype: str
+    meta: DatasetMeta,
+    delta_timestamps: dict[str, list[float]] | None,
+    batch_size: int,
+    image_dtype: str,
 ) -> float:
     """MiB of decoded frames in one batch: every camera of ``meta`` (a
     :class:`~robopipe.formats.v30_reader.DatasetMeta`) at its ``info.json`` shape
@@ -198,9 +205,9 @@ def batch_frame_mb(
 
 def prefetch_factor_within(budget_mb: float, batch_mb: float, workers: int) -> int:
     """The DataLoader ``prefetch_factor`` whose batches in flight fit ``budget_mb`` MiB:
-    the largest of 1 and 2 (PyTorch's default) with ``(workers x prefetch_factor + 2) x
-    batch_mb <= budget_mb`` (the 2: the batch the loop holds and the one before it), else 1,
-    the least a DataLoader with workers takes.
+    PyTorch's default 2 where ``(workers x 2 + 2) x batch_mb <= budget_mb`` (the 2 added: the
+    batch the loop holds and the one before it), else 1, the least a DataLoader with workers
+    takes.
 
     cr5, 2 workers, budget 1024 MiB: 2 for single frames (28.1 MiB a batch), 1 for sarm
     windows (225 MiB: 6 batches would be 1.35 GiB).
@@ -213,10 +220,7 @@ def prefetch_factor_within(budget_mb: float, batch_mb: float, workers: int) -> i
         raise ValueError(f"prefetch_factor needs DataLoader workers, got {workers}")
     if budget_mb < 0 or batch_mb < 0:
         raise ValueError(f"budget_mb and batch_mb must be >= 0, got {budget_mb}, {batch_mb}")
-    for factor in (2, 1):
-        if (workers * factor + 2) * batch_mb <= budget_mb:
-            return factor
-    return 1
+    return 2 if (workers * 2 + 2) * batch_mb <= budget_mb else 1
 
 
 def frames_view(buffer: torch.Tensor) -> torch.Tensor:
