@@ -11,7 +11,7 @@ from functools import partial
 import pytest
 
 from robopipe.bench.latency import RequestCounter, delaying_proxy, is_loopback_http, through
-from robopipe.bench.servers import RangeRequestHandler, _QuietServer
+from robopipe.bench.servers import QuietServer, RangeRequestHandler
 
 SIZE = 3 * 1024 * 1024 + 17
 
@@ -26,7 +26,7 @@ def origin(tmp_path_factory):
     root = tmp_path_factory.mktemp("origin")
     data = os.urandom(SIZE)
     (root / "blob.bin").write_bytes(data)
-    server = _QuietServer(("127.0.0.1", 0), partial(NoDelayHandler, directory=str(root)))
+    server = QuietServer(("127.0.0.1", 0), partial(NoDelayHandler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}", data
     server.shutdown()

@@ -404,8 +404,9 @@ def _cameras(root: Path) -> list[str]:
 def served(monkeypatch):
     """``served(folder) -> (url, storage_options, hub)``: ``folder`` as the Hub stand-in's
     repo ``local/demo`` at revision ``v3.0``, read through huggingface_hub's HfFileSystem."""
-    from hub_standin import serve_hub
     from huggingface_hub import constants
+
+    from robopipe.bench.hub_standin import serve_hub
 
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
     with contextlib.ExitStack() as stack:

@@ -1,7 +1,7 @@
 """Fixtures for the Hub tests: the stand-in Hub server, a network log, demo datasets.
 
 ``hub_standin(repos, page_size=1000) -> HubStandin``
-    Starts ``tests/hub_standin.py``'s server on a free port of 127.0.0.1 serving ``repos``
+    Starts :mod:`robopipe.bench.hub_standin`'s server on a free port of 127.0.0.1 serving ``repos``
     ({repo id: {revision: folder}}); every server started is stopped at teardown.
 ``net_log``
     Logs the hosts this process and its subprocesses resolve or connect to
@@ -28,8 +28,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hub_standin import serve_hub
 
+from robopipe.bench.hub_standin import serve_hub
 from robopipe.conversion.serial import convert_dataset
 
 NETAUDIT = Path(__file__).parent / "netaudit"

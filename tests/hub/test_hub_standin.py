@@ -56,3 +56,16 @@ def test_commit_sha_is_a_revision_and_missing_files_are_entry_not_found(
             endpoint=hub.endpoint,
             local_dir=tmp_path / "out",
         )
+
+
+def test_served_bytes_count_ranges_and_whole_files(v21, hub_standin):
+    hub = hub_standin({"local/demo": {"v2.1": v21}})
+    _head(hub.endpoint, f"/datasets/local/demo/resolve/v2.1/{MP4}")  # a HEAD carries no body
+    before = len(hub.requests)
+    path = f"/datasets/local/demo/resolve/v2.1/{MP4}"
+    for headers in ({"Range": "bytes=10-19"}, {}):
+        connection = http.client.HTTPConnection(urlsplit(hub.endpoint).netloc, timeout=10)
+        connection.request("GET", path, headers=headers)
+        connection.getresponse().read()
+    assert hub.served_bytes(hub.requests[before:]) == 10 + (v21 / MP4).stat().st_size
+    assert hub.served_bytes(hub.requests[:before]) == 0

@@ -10,7 +10,8 @@ import shutil
 
 import pyarrow.parquet as pq
 import pytest
-from hub_standin import serve_hub
+
+from robopipe.bench.hub_standin import serve_hub
 
 pytestmark = pytest.mark.slow
 

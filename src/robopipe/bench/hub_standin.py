@@ -102,12 +102,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
-from robopipe.bench.servers import RangeRequestHandler, _QuietServer
+from robopipe.bench.servers import QuietServer, RangeRequestHandler
 
 REPO = r"(?P<repo>[^/]+/[^/]+)"
 API = re.compile(
@@ -765,7 +765,7 @@ class HubRequestHandler(RangeRequestHandler):
         self._json({"error": message}, headers, status)
 
 
-class HubServer(_QuietServer):
+class HubServer(QuietServer):
     """The threaded HTTP server: ``repos`` and ``buckets`` by id, uploaded blobs under
     ``storage``."""
 
@@ -875,6 +875,23 @@ class HubStandin(HubAddress):
             files = dict(self.server.repos[repo_id].resolve(revision).files)
         return {path: blob.sha256 for path, blob in sorted(files.items())}
 
+    def served_bytes(self, requests: Iterable[Request]) -> int:
+        """Bytes of file content that the ``GET /datasets/.../resolve/...`` requests among
+        ``requests`` returned: a Range's length, else the whole file's size at the request's
+        revision."""
+        total = 0
+        for request in requests:
+            match = RESOLVE.match(urlsplit(request.path).path)
+            if request.method != "GET" or not match:
+                continue
+            if request.range:
+                first, last = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", request.range).groups())
+                total += last + 1 - first
+            else:
+                commit = self.repo(match["repo"]).resolve(unquote(match["rev"]))
+                total += commit.files[unquote(match["path"])].size
+        return total
+
     def uploads(self) -> list[str]:
         """The sha256 of every LFS object stored (each upload, repeats included), in order."""
         with self.server.lock:
@@ -953,7 +970,7 @@ def serve_hub(
 def serve_hub_process(
     repos: dict[str, dict[str, str | Path]], *, buckets: dict[str, str | Path] | None = None
 ) -> Iterator[HubProcess]:
-    """:func:`serve_hub` in a child process (``python tests/hub_standin.py``), listed in
+    """:func:`serve_hub` in a child process (``python -m robopipe.bench.hub_standin``), listed in
     ``robopipe.bench.measure.SERVER_PIDS`` so that a benchmark's CPU count leaves it out, as
     it would a remote Hub's; yield its address.
 
@@ -969,13 +986,14 @@ def serve_hub_process(
         }
     )
     with serve_process(
-        "the Hub stand-in", lambda port: [sys.executable, __file__, "--port", str(port), spec]
+        "the Hub stand-in",
+        lambda port: [sys.executable, "-m", __name__, "--port", str(port), spec],
     ) as endpoint:
         yield HubProcess(endpoint)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python tests/hub_standin.py --port PORT SPEC``: serve SPEC (JSON ``{"repos": {id:
+    """``python -m robopipe.bench.hub_standin --port PORT SPEC``: serve SPEC (JSON ``{"repos": {id:
     {revision: folder}}, "buckets": {id: folder}}``) on 127.0.0.1:PORT until SIGTERM."""
     import argparse
     import signal
