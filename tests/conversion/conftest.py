@@ -7,7 +7,6 @@ made with real file copies, never links, so that damaging it cannot touch the or
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -18,17 +17,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from robopipe.bench.lerobot_compat import check_loader, sample_indices
+from robopipe.formats.v21_repeat import make_repeated
 from robopipe.layout import DEFAULT_FEATURES
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def load_tool(name: str):
-    """A developer tool of ``tools/`` imported as a module."""
-    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "tools" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+LEROBOT_PYTHON = REPO_ROOT / ".venv-lerobot" / "bin" / "python"
 
 
 VECTORS = ("observation.state", "action")
@@ -78,32 +72,24 @@ def non_standard_export():
 @pytest.fixture(scope="session")
 def lerobot_loads():
     """``lerobot_loads(converted, source, work)``: lerobot 0.6.1's LeRobotDataset serves 10
-    sampled items of ``converted`` equal to the v2.1 ``source``'s (tools/lerobot_compat.py),
-    or the test is skipped where lerobot's environment is missing."""
-    lerobot = load_tool("lerobot_compat")
+    sampled items of ``converted`` equal to the v2.1 ``source``'s
+    (:func:`robopipe.bench.lerobot_compat.check_loader`), or the test is skipped where
+    lerobot's environment is missing."""
 
     def check(converted: Path, source: Path, work: Path) -> None:
-        if not lerobot.LEROBOT_PYTHON.exists():
+        if not LEROBOT_PYTHON.exists():
             pytest.skip("lerobot 0.6.1 env missing (run tools/lerobot_env.sh)")
-        indices = lerobot.sample_indices(converted, 10, seed=0)
-        assert lerobot.check_loader(converted, source, indices, work / "hf", work) == []
+        indices = sample_indices(converted, 10, seed=0)
+        assert check_loader(LEROBOT_PYTHON, converted, source, indices, work / "hf", work) == []
 
     return check
-
-
-@pytest.fixture(scope="session")
-def tool():
-    """``tool(name)``: a developer tool of ``tools/`` imported as a module."""
-    return load_tool
 
 
 @pytest.fixture(scope="session")
 def cr5_small(shared_datasets, tmp_path_factory) -> Path:
     """The first 4 episodes of cr5 (640x480 AV1, 10 fps, timestamps off frame_index / fps)."""
     dest = tmp_path_factory.mktemp("cr5") / "cr5x4"
-    return load_tool("make_repeated").make_repeated(
-        shared_datasets / "cr5_banana_plate_v21", dest, episodes=4
-    )
+    return make_repeated(shared_datasets / "cr5_banana_plate_v21", dest, episodes=4)
 
 
 @pytest.fixture(scope="session")

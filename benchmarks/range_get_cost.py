@@ -8,7 +8,7 @@ process (the client: s3fs/botocore or fsspec's HTTP) and of the server's process
 
 Usage::
 
-    python tools/range_get_cost.py --root results/cr5/v3.0
+    python benchmarks/range_get_cost.py --root results/cr5/v3.0
 """
 
 from __future__ import annotations

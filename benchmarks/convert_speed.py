@@ -26,8 +26,8 @@ each pair's figures under ``runs``) and copies the TSVs to ``{results}/jobs/{dat
 
 Needs ``.venv-lerobot`` (``tools/lerobot_env.sh``). Usage::
 
-    python tools/convert_speed.py --episodes 100 500 1000 [--repeat 3] [--cores 2] [--work DIR]
-    python tools/convert_speed.py --source ../shared/datasets/cr5_banana_plate_v21 --restamp
+    python benchmarks/convert_speed.py --episodes 100 500 1000 [--repeat 3] [--cores 2] [--work DIR]
+    python benchmarks/convert_speed.py --source ../shared/datasets/cr5_banana_plate_v21 --restamp
 """
 
 from __future__ import annotations
@@ -40,70 +40,14 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-from lerobot_compat import LEROBOT_PYTHON, REPO, lerobot_convert_command, offline_env, writable_copy
-
 from robopipe.atomic import write_json
-from robopipe.layout import DEFAULT_DATA_FILE_SIZE_IN_MB, DEFAULT_VIDEO_FILE_SIZE_IN_MB
+from robopipe.bench.lerobot_convert import measure_lerobot_converter
+from robopipe.bench.process import measured_process
 
-SAMPLE_S = 0.2  # how often ProcessWatch samples
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-
-
-class ProcessWatch:
-    """Samples one process's own peak RSS (``VmHWM``) and CPU seconds (``utime + stime``, not
-    its children's) every ``SAMPLE_S`` until it exits; the last sample stands."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak_rss_mb, self.cpu_s = pid, 0.0, 0.0
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            try:
-                status = Path(f"/proc/{self.pid}/status").read_text()
-                stat = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
-            except (FileNotFoundError, ProcessLookupError):
-                return
-            if stat[0] == "Z":  # exited, not reaped yet: the counters are gone
-                return
-            hwm = next(int(line.split()[1]) for line in status.splitlines() if "VmHWM" in line)
-            self.peak_rss_mb = max(self.peak_rss_mb, hwm / 1024)
-            self.cpu_s = (int(stat[11]) + int(stat[12])) / CLOCK_TICKS  # utime, stime
-            time.sleep(SAMPLE_S)
-
-    def join(self) -> None:
-        self._thread.join()
-
-
-def measured_process(cmd: list[str], log: Path, env=None, cwd=None) -> dict:
-    """Run ``cmd`` after a ``sync``; its wall and CPU seconds (with every waited-for
-    descendant), the tree's largest peak RSS, and the process's own peak RSS and CPU seconds.
-
-    Raises:
-        SystemExit: the command failed (its log is named).
-    """
-    os.sync()
-    with open(log, "w") as f:
-        start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=cwd)
-        watch = ProcessWatch(proc.pid)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - start
-    watch.join()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{cmd[:3]} failed, see {log}")
-    return {
-        "wall_s": round(wall, 2),
-        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-        "tree_peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-        "own_peak_rss_mb": round(watch.peak_rss_mb, 1),
-        "own_cpu_s": round(watch.cpu_s, 2),
-    }
+REPO = Path(__file__).resolve().parents[1]
+LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
 
 
 def demo_source(work: Path, episodes: int, codec: str) -> Path:
@@ -115,21 +59,6 @@ def demo_source(work: Path, episodes: int, codec: str) -> Path:
         cmd += ["--codec", codec]
         subprocess.run(cmd, check=True)
     return root
-
-
-def run_lerobot(source: Path, work: Path, name: str) -> dict:
-    """:func:`measured_process` of lerobot's converter on a copy of ``source``."""
-    root = work / "lerobot" / name
-    for path in (root, root.with_name(name + "_old"), root.with_name(name + "_v30")):
-        shutil.rmtree(path, ignore_errors=True)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    writable_copy(source, root)
-    cmd = lerobot_convert_command(
-        root, DEFAULT_DATA_FILE_SIZE_IN_MB, DEFAULT_VIDEO_FILE_SIZE_IN_MB, 1000
-    )
-    hf_home = work / "hf"
-    shutil.rmtree(hf_home, ignore_errors=True)  # no arrow cache left from an earlier run
-    return measured_process(cmd, work / f"{name}.lerobot.log", env=offline_env(hf_home))
 
 
 def run_copy(source: Path, work: Path, name: str) -> float:
@@ -201,7 +130,7 @@ def measure(
     benchmarks = work / "snakemake" / "results" / "jobs" / name
     for _ in range(repeat):
         copy_wall = run_copy(source, work, name)
-        lerobot = run_lerobot(source, work, name)
+        lerobot = measure_lerobot_converter(LEROBOT_PYTHON, source, work, name)
         lerobot_wall, lerobot_rss = lerobot["wall_s"], lerobot["tree_peak_rss_mb"]
         snakemake_wall = run_snakemake(source, work, name, cores, restamp)
         jobs = read_benchmarks(benchmarks)

@@ -1,16 +1,12 @@
-"""Compare robopipe's v2.1 -> v3.0 conversion with lerobot 0.6.1's own converter.
+"""``robopipe-lerobot-compat``: robopipe's v2.1 -> v3.0 conversion against lerobot 0.6.1's.
 
-Needs the opt-in lerobot environment (``tools/lerobot_env.sh`` -> ``.venv-lerobot/``); this
-script itself runs on the project's Python and starts the lerobot interpreter for two things:
-
-1. lerobot's converter (``lerobot.scripts.convert_dataset_v21_to_v30``) on a writable COPY of
-   the source (it converts in place), offline: ``HF_HUB_OFFLINE=1``, ``HF_HOME`` in a temp dir,
-   ``push_to_hub=False``. The CLI takes whole MB only, so fractional thresholds or a non-default
-   ``--chunks-size`` (lerobot's module constant ``DEFAULT_CHUNK_SIZE``, patched) go through
-   ``convert_dataset()`` in a ``python -c`` instead.
-2. ``LeRobotDataset(repo_id="local/x", root=<robopipe output>, return_uint8=True)`` serving a
-   sample of frames (first and last frame of every episode plus random ones), compared with the
-   frame decoded by the same torchcodec straight from the source's v2.1 mp4.
+Converts a v2.1 folder twice, with lerobot's own converter (in the peer interpreter,
+``tools/lerobot_env.sh`` makes ``.venv-lerobot``; :mod:`robopipe.bench.lerobot_convert`) and
+with :func:`robopipe.conversion.serial.convert_dataset`, then compares the two outputs, and
+has ``LeRobotDataset(repo_id="local/x", root=<robopipe output>, return_uint8=True)`` serve a
+sample of frames (first and last frame of every episode plus random ones), compared with the
+frame decoded by the same torchcodec straight from the source's v2.1 mp4
+(:mod:`robopipe.bench.lerobot_frames`).
 
 Checks (PASS/FAIL each; the exit status is 1 when any fails):
 files (relative paths), info.json (equal dicts), tasks.parquet, episode rows (every column;
@@ -24,8 +20,8 @@ source's values.
 
 Usage::
 
-    python tools/lerobot_compat.py --source ../shared/datasets/cr5_banana_plate_v21 --restamp
-    python tools/lerobot_compat.py --source DEMO --data-mb 0.2 --video-mb 1 --chunks-size 3
+    robopipe-lerobot-compat --source ../shared/datasets/cr5_banana_plate_v21 --restamp
+    robopipe-lerobot-compat --source DEMO --data-mb 0.2 --video-mb 1 --chunks-size 3
 
 The comparison itself (not the conversions) follows lerobot 0.6.1
 ``scripts/convert_dataset_v21_to_v30.py`` (see ../shared/reference/lerobot_v21_to_v30_spec.md).
@@ -36,79 +32,17 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
-REPO_ID = "local/x"
+from robopipe.bench.lerobot_convert import REPO_ID, offline_env, run_lerobot_converter
+from robopipe.bench.peers import DEFAULT_PEER_PYTHON
+
 FLOAT_TOL = 1e-6  # from/to timestamps (s) and stats (relative): issue 2's tolerances
-SERVE_FRAMES = "--serve-frames"  # internal mode, run by the lerobot interpreter
-
-
-def offline_env(hf_home: Path) -> dict[str, str]:
-    """Environment for the lerobot interpreter: no Hub access, HF caches under ``hf_home``."""
-    env = dict(os.environ)
-    env.update(
-        HF_HOME=str(hf_home),
-        HF_LEROBOT_HOME=str(hf_home / "lerobot"),
-        HF_HUB_OFFLINE="1",
-        HF_DATASETS_OFFLINE="1",
-    )
-    return env
-
-
-def writable_copy(source: Path, dest: Path) -> Path:
-    """Copy ``source`` to ``dest``, owner-writable throughout (sources may be read-only)."""
-    shutil.copytree(source, dest, copy_function=shutil.copyfile)
-    for folder, dirs, files in os.walk(dest):
-        for name in [*dirs, *files]:
-            path = Path(folder, name)
-            path.chmod(path.stat().st_mode | 0o200)
-    Path(dest).chmod(Path(dest).stat().st_mode | 0o200)
-    return dest
-
-
-def lerobot_convert_command(root: Path, data_mb: float, video_mb: float, chunks_size: int) -> list:
-    """The lerobot interpreter's command converting ``root`` in place (CLI when it can)."""
-    whole_mb = float(data_mb).is_integer() and float(video_mb).is_integer()
-    if whole_mb and chunks_size == 1000:
-        return [
-            str(LEROBOT_PYTHON),
-            "-m",
-            "lerobot.scripts.convert_dataset_v21_to_v30",
-            f"--repo-id={REPO_ID}",
-            f"--root={root}",
-            "--push-to-hub=false",
-            f"--data-file-size-in-mb={int(data_mb)}",
-            f"--video-file-size-in-mb={int(video_mb)}",
-        ]
-    code = (
-        "import lerobot.scripts.convert_dataset_v21_to_v30 as c\n"
-        f"c.DEFAULT_CHUNK_SIZE = {int(chunks_size)}\n"
-        f"c.convert_dataset(repo_id={REPO_ID!r}, root={str(root)!r}, push_to_hub=False, "
-        f"data_file_size_in_mb={data_mb!r}, video_file_size_in_mb={video_mb!r})\n"
-    )
-    return [str(LEROBOT_PYTHON), "-c", code]
-
-
-def run_lerobot_converter(
-    source: Path, out: Path, data_mb: float, video_mb: float, chunks_size: int, hf_home: Path
-) -> Path:
-    """Convert a copy of ``source`` at ``out`` with lerobot (in place; ``out_old`` removed)."""
-    writable_copy(source, out)
-    cmd = lerobot_convert_command(out, data_mb, video_mb, chunks_size)
-    log = out.with_name(out.name + ".lerobot.log")
-    with open(log, "w") as f:
-        proc = subprocess.run(cmd, env=offline_env(hf_home), stdout=f, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        sys.exit(f"lerobot's converter failed (exit {proc.returncode}), see {log}")
-    shutil.rmtree(out.with_name(out.name + "_old"))
-    return out
+FRAMES_SCRIPT = Path(__file__).with_name("lerobot_frames.py")
 
 
 def run_robopipe(source: Path, out: Path, args: argparse.Namespace) -> Path:
@@ -129,16 +63,19 @@ def run_robopipe(source: Path, out: Path, args: argparse.Namespace) -> Path:
 
 
 def relative_files(root: Path) -> set[str]:
+    """Every file below ``root``, as a POSIX path relative to it."""
     return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
 
 
 def check_files(ref: Path, out: Path) -> list[str]:
+    """Files of lerobot's output ``ref`` missing from ``out``, and files only ``out`` has."""
     ref_files, out_files = relative_files(ref), relative_files(out)
     problems = [f"missing: {p}" for p in sorted(ref_files - out_files)]
     return problems + [f"extra: {p}" for p in sorted(out_files - ref_files)]
 
 
 def check_info(ref: Path, out: Path) -> list[str]:
+    """Where ``out``'s meta/info.json differs from ``ref``'s (:func:`dict_differences`)."""
     a = json.loads((ref / "meta/info.json").read_text())
     b = json.loads((out / "meta/info.json").read_text())
     return dict_differences(a, b, "info")
@@ -158,6 +95,7 @@ def dict_differences(expected, actual, where: str) -> list[str]:
 
 
 def check_tasks(ref: Path, out: Path) -> list[str]:
+    """meta/tasks.parquet: the same index name, columns and rows."""
     import pandas as pd
 
     a = pd.read_parquet(ref / "meta/tasks.parquet")
@@ -173,6 +111,8 @@ def check_tasks(ref: Path, out: Path) -> list[str]:
 
 
 def read_dir_table(root: Path, pattern: str):
+    """The parquet files ``pattern`` matches below ``root``, in name order, as one arrow
+    table (the first file's schema metadata)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -243,6 +183,8 @@ def type_notes(expected, actual, what: str) -> list[str]:
 
 
 def check_episodes(ref: Path, out: Path, restamp: bool, notes: list[str]) -> list[str]:
+    """meta/episodes/ rows, column by column (floats within ``FLOAT_TOL``); type differences
+    and, with ``restamp``, the timestamp stats left out are added to ``notes``."""
     a = read_dir_table(ref, "meta/episodes/*/*.parquet")
     b = read_dir_table(out, "meta/episodes/*/*.parquet")
     if restamp:  # robopipe's timestamp stats describe the restamped column
@@ -262,6 +204,8 @@ def check_episodes(ref: Path, out: Path, restamp: bool, notes: list[str]) -> lis
 
 
 def check_stats(ref: Path, out: Path, restamp: bool, notes: list[str]) -> list[str]:
+    """meta/stats.json, feature by feature and stat by stat (within ``FLOAT_TOL`` relative);
+    with ``restamp`` the timestamp stats go to ``notes`` instead."""
     import numpy as np
 
     a = json.loads((ref / "meta/stats.json").read_text())
@@ -284,6 +228,8 @@ def check_stats(ref: Path, out: Path, restamp: bool, notes: list[str]) -> list[s
 
 
 def check_data(ref: Path, out: Path, restamp: bool, fps: int, notes: list[str]) -> list[str]:
+    """Each data parquet of ``ref`` against ``out``'s of the same path, column by column,
+    exactly; with ``restamp``, ``out``'s timestamps must be ``float32(frame_index / fps)``."""
     import numpy as np
     import pyarrow.parquet as pq
 
@@ -330,6 +276,8 @@ def packets(path: Path) -> tuple:
 
 
 def check_videos(ref: Path, out: Path) -> list[str]:
+    """Each mp4 of ``ref`` against ``out``'s of the same path: time base and every packet
+    (:func:`packets`); the first differing packet of a file is reported."""
     problems = []
     for path in sorted(ref.glob("videos/*/*/*.mp4")):
         rel = path.relative_to(ref).as_posix()
@@ -361,11 +309,15 @@ def sample_indices(out: Path, random_count: int, seed: int) -> list[int]:
     return sorted(int(i) for i in picked)
 
 
-def check_loader(out: Path, source: Path, indices: list[int], hf_home: Path, work: Path) -> list:
-    """Frames served by lerobot's LeRobotDataset vs frames decoded from the source mp4s."""
+def check_loader(
+    python: str | Path, out: Path, source: Path, indices: list[int], hf_home: Path, work: Path
+) -> list[str]:
+    """Frames served by lerobot's LeRobotDataset (in the peer interpreter ``python``, offline,
+    HF caches under ``hf_home``) vs frames decoded from the source mp4s: the problems, one
+    line each (:mod:`robopipe.bench.lerobot_frames`; its result goes to ``work``)."""
     result_path = work / "served_frames.json"
-    cmd = [str(LEROBOT_PYTHON), str(Path(__file__).resolve()), SERVE_FRAMES, str(out)]
-    cmd += [str(source), str(result_path), ",".join(map(str, indices))]
+    cmd = [str(python), str(FRAMES_SCRIPT), REPO_ID, str(out), str(source), str(result_path)]
+    cmd.append(",".join(map(str, indices)))
     proc = subprocess.run(cmd, env=offline_env(hf_home), capture_output=True, text=True)
     if proc.returncode != 0:
         return [f"LeRobotDataset failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"]
@@ -374,40 +326,12 @@ def check_loader(out: Path, source: Path, indices: list[int], hf_home: Path, wor
     return result["problems"]
 
 
-def serve_frames(root: str, source: str, result_path: str, indices: str) -> None:
-    """Lerobot interpreter side of :func:`check_loader` (imports lerobot; not robopipe)."""
-    import torch
-    from lerobot.datasets import LeRobotDataset
-    from torchcodec.decoders import VideoDecoder
-
-    ds = LeRobotDataset(REPO_ID, root=root, return_uint8=True)
-    info = json.loads(Path(source, "meta/info.json").read_text())
-    problems = []
-    items = [int(i) for i in indices.split(",")]
-    for idx in items:
-        item = ds[idx]
-        ep, frame = int(item["episode_index"]), int(item["frame_index"])
-        if int(item["index"]) != idx:
-            problems.append(f"item {idx}: index {int(item['index'])}")
-        for key in ds.meta.video_keys:
-            rel = info["video_path"].format(
-                episode_chunk=ep // info["chunks_size"], video_key=key, episode_index=ep
-            )
-            expected = VideoDecoder(str(Path(source, rel)), seek_mode="exact")[frame]
-            served = item[key]
-            if served.dtype != torch.uint8 or served.shape != expected.shape:
-                problems.append(f"item {idx} {key}: {served.dtype} {tuple(served.shape)}")
-            elif not torch.equal(served, expected):
-                diff = (served.int() - expected.int()).abs().max().item()
-                where = f"item {idx} (episode {ep}, frame {frame}) {key}"
-                problems.append(f"{where}: max |diff| {diff}")
-    Path(result_path).write_text(
-        json.dumps({"items": len(items), "cameras": len(ds.meta.video_keys), "problems": problems})
-    )
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The command: convert ``--source`` both ways, run the checks, print PASS/FAIL per check;
+    returns the exit status (1 when any check fails)."""
+    parser = argparse.ArgumentParser(
+        prog="robopipe-lerobot-compat", description=__doc__.split("\n\n")[0].split(": ", 1)[1]
+    )
     parser.add_argument("--source", type=Path, required=True, help="v2.1 dataset folder")
     parser.add_argument("--name", default="compat", help="dataset name for robopipe's messages")
     parser.add_argument("--data-mb", type=float, default=100, help="data file size threshold")
@@ -425,9 +349,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--random-frames", type=int, default=40, help="random items to load")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, help="keep outputs here (default: temp, removed)")
+    parser.add_argument(
+        "--lerobot-python",
+        type=Path,
+        default=Path(DEFAULT_PEER_PYTHON),
+        help=f"the peer interpreter with lerobot 0.6.1 (default: {DEFAULT_PEER_PYTHON})",
+    )
     args = parser.parse_args(argv)
-    if not LEROBOT_PYTHON.exists():
-        sys.exit(f"{LEROBOT_PYTHON} missing: run tools/lerobot_env.sh first")
+    python = args.lerobot_python.absolute()
+    if not python.exists():
+        sys.exit(f"{python} missing: run tools/lerobot_env.sh first")
     source = args.source.resolve()
     with tempfile.TemporaryDirectory(prefix="lerobot_compat_") as tmp:
         work = args.work.resolve() if args.work else Path(tmp)
@@ -438,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
             if ref.exists():
                 shutil.rmtree(ref)
             run_lerobot_converter(
-                source, ref, args.data_mb, args.video_mb, args.chunks_size, hf_home
+                python, source, ref, args.data_mb, args.video_mb, args.chunks_size, hf_home
             )
         out = work / "robopipe"
         if out.exists():
@@ -455,7 +386,12 @@ def main(argv: list[str] | None = None) -> int:
             "data parquet": lambda: check_data(ref, out, args.restamp, fps, notes),
             "video packets": lambda: check_videos(ref, out),
             "lerobot loader frames": lambda: check_loader(
-                out, source, sample_indices(out, args.random_frames, args.seed), hf_home, work
+                python,
+                out,
+                source,
+                sample_indices(out, args.random_frames, args.seed),
+                hf_home,
+                work,
             ),
         }
         failed = []
@@ -475,7 +411,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == SERVE_FRAMES:
-        serve_frames(*sys.argv[2:])
-    else:
-        sys.exit(main())
+    sys.exit(main())

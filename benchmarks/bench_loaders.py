@@ -1,6 +1,6 @@
 """Dataloading figures on the real cr5 dataset (../shared/datasets/cr5_banana_plate_v21).
 
-    python tools/bench_loaders.py [--steady-s 20] [--workers 2] [--batch-size 32]
+    python benchmarks/bench_loaders.py [--steady-s 20] [--workers 2] [--batch-size 32]
         [--repeats 3] [--copy jpeg90 ...] [--no-stream] [--work results/bench_loaders]
         [--lerobot-python .venv-lerobot/bin/python]
 

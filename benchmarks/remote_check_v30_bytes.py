@@ -1,29 +1,26 @@
 """What the check of a remote v3.0 dataset reads, against the dataset's size.
 
-Serves a local v3.0 folder on the Hub stand-in (``tests/hub_standin.py``, 127.0.0.1, its
+Serves a local v3.0 folder on the Hub stand-in (:mod:`robopipe.bench.hub_standin`, 127.0.0.1, its
 parquets and mp4s as LFS files), checks it at its ``hf://`` URL as ``source_check`` does
 (``robopipe.conversion.check_v30``: the metadata files, range reads of the parquet footers and
 small columns and of each mp4's header and last group of frames), then checks the local
 folder, and prints the bytes and requests the remote check took (from the stand-in's request
 log) against the dataset's bytes, and both wall times. Usage::
 
-    python tools/remote_check_v30_bytes.py ../shared/datasets/cr5_20ep_v30_lerobot
+    python benchmarks/remote_check_v30_bytes.py ../shared/datasets/cr5_20ep_v30_lerobot
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-TOOLS = Path(__file__).resolve().parent
-sys.path[:0] = [str(TOOLS.parent / "tests"), str(TOOLS)]
+from robopipe.bench.hub_standin import serve_hub
 
-from hub_standin import serve_hub  # noqa: E402
-from remote_plan_bytes import body_bytes, file_sizes, whole_files  # noqa: E402
+DATASET_FOLDERS = ("meta", "data", "videos")  # the dataset's bytes; the rest is not counted
 
 
 def main() -> None:
@@ -32,8 +29,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="the check's threads")
     args = parser.parse_args()
     root = args.folder.resolve()
-    sizes = file_sizes(root)
-    total = sum(sizes.values())
+    files = [p for f in DATASET_FOLDERS for p in (root / f).rglob("*") if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
     with (
         tempfile.TemporaryDirectory() as tmp,
         serve_hub({"local/ds": {"main": root}}, lfs=("*.parquet", "*.mp4")) as hub,
@@ -46,11 +43,11 @@ def main() -> None:
         remote = check_v30("hf://datasets/local/ds@main", "ds", threads=args.threads)
         remote_s = time.perf_counter() - start
         requests = hub.requests
-        read = body_bytes(requests) + whole_files(requests, sizes)
+        read = hub.served_bytes(requests)
         start = time.perf_counter()
         local = check_v30(root, "ds", threads=args.threads)
         local_s = time.perf_counter() - start
-    print(f"dataset: {total} bytes in {len(sizes)} files, {remote.episodes} episodes")
+    print(f"dataset: {total} bytes in {len(files)} files, {remote.episodes} episodes")
     print(
         f"remote check: {read} bytes ({100 * read / total:.2f}% of the dataset), "
         f"{len(requests)} requests, {remote_s:.2f} s, ok={remote.ok}"

@@ -7,13 +7,14 @@ episode of the big dataset is a hard link to the seed episode of the same length
 row counts match ``episodes.jsonl``). With ``--video-mb X`` the mp4s are instead sparse files of
 X MiB apparent size (no disk used), to count the video files of a dataset of real size.
 
-Then, timed: ``snakemake -n --quiet rules`` of the real Snakefile with a config naming the
-dataset (the conversion target by default), as a whole process (interpreter start included).
-Prints the wall time and the jobs per rule. With ``--slurm``, the dry run uses the SLURM profile
-(``--executor slurm --workflow-profile profiles/slurm``) and also prints how many
-``sbatch`` calls the run would make: one per group job, one per job outside a group. Usage::
+Then, timed (:func:`robopipe.bench.dry_run.time_dry_run`): ``snakemake -n --quiet rules`` of
+the real Snakefile with a config naming the dataset (the conversion target by default), as a
+whole process (interpreter start included). Prints the wall time and the jobs per rule. With
+``--slurm``, the dry run uses the SLURM profile (``--executor slurm --workflow-profile
+profiles/slurm``) and also prints how many ``sbatch`` calls the run would make: one per group
+job, one per job outside a group. Usage::
 
-    python tools/plan_dry_run.py [--episodes 30000] [--cameras 3] [--episodes-per-shard N]
+    python benchmarks/plan_dry_run.py [--episodes 30000] [--cameras 3] [--episodes-per-shard N]
         [--video-mb X] [--target convert] [--slurm] [--work DIR]
 """
 
@@ -22,15 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-import yaml
-
+from robopipe.bench.dry_run import SLURM_PROFILE, time_dry_run
 from robopipe.demo import demo_cameras, generate_demo
 from robopipe.layout import (
     V21_DATA_PATH,
@@ -42,7 +39,6 @@ from robopipe.layout import (
 )
 
 REPO = Path(__file__).resolve().parent.parent
-SLURM_PROFILE = "profiles/slurm"
 MIB = 1024 * 1024
 
 
@@ -93,41 +89,6 @@ def make_big_dataset(
     return big
 
 
-def time_dry_run(
-    source: Path, work: Path, *, episodes_per_shard: int | None, target: str, slurm: bool = False
-) -> dict:
-    """Run and time ``snakemake -n`` on ``source``; returns wall seconds, jobs per rule and,
-    with ``slurm``, the ``sbatch`` calls of the SLURM profile (group jobs + ungrouped jobs)."""
-    config = work / "config.yaml"
-    # None: the conversion defaults (shards sized by work, robopipe.conversion.options)
-    conversion = {} if episodes_per_shard is None else {"episodes_per_shard": episodes_per_shard}
-    config.write_text(
-        yaml.safe_dump({"datasets": {"big": {"path": str(source), "conversion": conversion}}})
-    )
-    command = [
-        sys.executable, "-m", "snakemake", target, "-s", str(REPO / "Snakefile"),
-        "-d", str(work / "run"), "-n",
-        # -d makes the Snakefile's own `configfile:` path relative to the run folder: load it here
-        "--configfile", str(REPO / "config" / "config.yaml"), str(config),
-    ]  # fmt: skip
-    if slurm:  # every job is printed: group jobs, and jobs outside groups at column 0
-        command += ["--executor", "slurm", "--workflow-profile", str(REPO / SLURM_PROFILE)]
-    else:
-        command += ["--quiet", "rules"]
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True)
-    wall_s = time.perf_counter() - start
-    if result.returncode != 0:
-        sys.exit(f"snakemake -n failed:\n{result.stdout}\n{result.stderr}")
-    jobs = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.M)}
-    out = {"wall_s": wall_s, "jobs": jobs}
-    if slurm:
-        out["sbatch"] = len(re.findall(r"\] Group job \S+ \(", result.stdout)) + len(
-            re.findall(r"^(?:rule|checkpoint) \w+:$", result.stdout, re.M)
-        )
-    return out
-
-
 def _data(index: int, chunk: int) -> str:
     return V21_DATA_PATH.format(episode_chunk=chunk, episode_index=index)
 
@@ -172,7 +133,7 @@ def main() -> None:
         print(f"generated {args.episodes} episodes x {args.cameras} cameras in "
               f"{time.perf_counter() - start:.1f} s: {source}")  # fmt: skip
         result = time_dry_run(
-            source, work, episodes_per_shard=args.episodes_per_shard, target=args.target,
+            REPO, source, work, episodes_per_shard=args.episodes_per_shard, target=args.target,
             slurm=args.slurm,
         )  # fmt: skip
     print(f"snakemake -n ({args.target}, episodes_per_shard={args.episodes_per_shard}, "

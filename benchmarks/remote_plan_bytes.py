@@ -1,59 +1,26 @@
 """What the plan and the check of a remote v2.1 source read, against the dataset's size.
 
-Serves a local v2.1 folder on the Hub stand-in (``tests/hub_standin.py``, 127.0.0.1, its
+Serves a local v2.1 folder on the Hub stand-in (:mod:`robopipe.bench.hub_standin`, 127.0.0.1, its
 parquets and mp4s as LFS files), then plans it as the ``plan`` job does
 (``robopipe.source_cache.plan_remote``: the listing, the meta files, each parquet's footer by
 range reads) and checks it as ``source_check`` does (range reads of the parquet columns it
 checks and of each mp4's header and last packets), and prints, from the stand-in's request
 log, the bytes each read against the dataset's bytes (meta/, data/ and videos/). Usage::
 
-    python tools/remote_plan_bytes.py ../shared/datasets/cr5_banana_plate_v21 [--no-check]
+    python benchmarks/remote_plan_bytes.py ../shared/datasets/cr5_banana_plate_v21 [--no-check]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from robopipe.bench.hub_standin import serve_hub
 
-from hub_standin import serve_hub  # noqa: E402
-
-FOLDERS = ("meta", "data", "videos")
-
-
-def body_bytes(requests) -> int:
-    """Bytes of file content the ``/resolve/`` GETs returned (a Range's length, else the
-    whole file's, which the caller adds)."""
-    total = 0
-    for r in requests:
-        if r.method == "GET" and "/resolve/" in r.path and r.range:
-            first, last = map(int, re.fullmatch(r"bytes=(\d+)-(\d+)", r.range).groups())
-            total += last + 1 - first
-    return total
-
-
-def whole_files(requests, sizes: dict[str, int]) -> int:
-    """Bytes of the files GET fetched whole (no Range)."""
-    return sum(
-        sizes[r.path.split("/resolve/", 1)[1].split("/", 1)[1]]
-        for r in requests
-        if r.method == "GET" and "/resolve/" in r.path and not r.range
-    )
-
-
-def file_sizes(root: Path) -> dict[str, int]:
-    """Size in bytes of each file of the dataset at ``root``, by path relative to it."""
-    return {
-        p.relative_to(root).as_posix(): p.stat().st_size
-        for p in root.rglob("*")
-        if p.is_file() and p.relative_to(root).parts[0] in FOLDERS
-    }
+DATASET_FOLDERS = ("meta", "data", "videos")  # the dataset's bytes; the rest is not counted
 
 
 def main() -> None:
@@ -62,8 +29,8 @@ def main() -> None:
     parser.add_argument("--no-check", action="store_true", help="plan only")
     args = parser.parse_args()
     root = args.folder.resolve()
-    sizes = file_sizes(root)
-    total = sum(sizes.values())
+    files = [p for f in DATASET_FOLDERS for p in (root / f).rglob("*") if p.is_file()]
+    total = sum(p.stat().st_size for p in files)
     with (
         tempfile.TemporaryDirectory() as tmp,
         serve_hub({"local/ds": {"v2.1": root}}, lfs=("*.parquet", "*.mp4")) as hub,
@@ -82,8 +49,8 @@ def main() -> None:
         )
         seconds = time.perf_counter() - start
         planned = hub.requests
-        read = body_bytes(planned) + whole_files(planned, sizes)
-        print(f"dataset: {total} bytes in {len(sizes)} files, {len(plan.episodes)} episodes")
+        read = hub.served_bytes(planned)
+        print(f"dataset: {total} bytes in {len(files)} files, {len(plan.episodes)} episodes")
         print(
             f"plan: {read} bytes ({100 * read / total:.3f}% of the dataset), "
             f"{len(planned)} requests, {seconds:.2f} s"
@@ -93,7 +60,7 @@ def main() -> None:
             report = check_source(manifest, "ds", options, threads=8)
             seconds = time.perf_counter() - start
             checked = hub.requests[len(planned) :]
-            read = body_bytes(checked) + whole_files(checked, sizes)
+            read = hub.served_bytes(checked)
             print(
                 f"check: {read} bytes ({100 * read / total:.3f}% of the dataset), "
                 f"{len(checked)} requests, {seconds:.2f} s, ok={report.ok}"

@@ -1,6 +1,7 @@
 """robopipe's SequenceDataset vs robomimic 0.3.0's, side by side in one run.
 
-    python tools/bench_robomimic.py [--hdf5 ../shared/datasets/robomimic_lift_low_dim/low_dim.hdf5]
+    python benchmarks/bench_robomimic.py
+        [--hdf5 ../shared/datasets/robomimic_lift_low_dim/low_dim.hdf5]
         [--batch-size 64] [--seq-length 10] [--workers 0 2] [--rounds 3] [--batches 40]
         [--ram-seq-length 50] [--no-ram]
 

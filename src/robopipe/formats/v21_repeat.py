@@ -1,7 +1,8 @@
-"""Make a bigger (or smaller) LeRobot v2.1 dataset from a real one: its episodes repeated.
+"""``robopipe-repeat``: a bigger (or smaller) LeRobot v2.1 dataset from a real one, its
+episodes repeated::
 
-    python tools/make_repeated.py ../shared/datasets/cr5_banana_plate_v21 /tmp/cr5x12 --times 12
-    python tools/make_repeated.py SRC DST --episodes 4          # the first 4 episodes only
+    robopipe-repeat ../shared/datasets/cr5_banana_plate_v21 /tmp/cr5x12 --times 12
+    robopipe-repeat SRC DST --episodes 4          # the first 4 episodes only
 
 Episode ``k`` of repetition ``r`` becomes episode ``r * N + k`` (``N`` = episodes taken): its
 parquet is rewritten with the new ``episode_index`` and ``index`` (schema and metadata kept),
@@ -24,10 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-INFO = "meta/info.json"
-EPISODES = "meta/episodes.jsonl"
-STATS = "meta/episodes_stats.jsonl"
-TASKS = "meta/tasks.jsonl"
+from robopipe.layout import (
+    V21_EPISODES_PATH,
+    V21_EPISODES_STATS_PATH,
+    V21_INFO_PATH,
+    V21_TASKS_PATH,
+)
 
 
 def make_repeated(
@@ -41,12 +44,14 @@ def make_repeated(
     """Write the first ``episodes`` (default: all) episodes of ``source``, ``times`` times over,
     as a new v2.1 dataset in ``dest`` (which must not exist); return ``dest``."""
     source, dest = Path(source), Path(dest)
-    info = json.loads((source / INFO).read_text())
-    lines = [json.loads(line) for line in (source / EPISODES).read_text().splitlines() if line]
+    info = json.loads((source / V21_INFO_PATH).read_text())
+    lines = [
+        json.loads(line) for line in (source / V21_EPISODES_PATH).read_text().splitlines() if line
+    ]
     lines = sorted(lines, key=lambda e: e["episode_index"])[:episodes]
     stats = {}
-    if (source / STATS).is_file():
-        for line in (source / STATS).read_text().splitlines():
+    if (source / V21_EPISODES_STATS_PATH).is_file():
+        for line in (source / V21_EPISODES_STATS_PATH).read_text().splitlines():
             if line:
                 entry = json.loads(line)
                 stats[entry["episode_index"]] = entry["stats"]
@@ -93,11 +98,11 @@ def make_repeated(
         splits={"train": f"0:{total}"},
     )
     (dest / "meta").mkdir()
-    (dest / INFO).write_text(json.dumps(info, indent=4))
-    shutil.copyfile(source / TASKS, dest / TASKS)
-    _write_jsonl(dest / EPISODES, out_lines)
+    (dest / V21_INFO_PATH).write_text(json.dumps(info, indent=4))
+    shutil.copyfile(source / V21_TASKS_PATH, dest / V21_TASKS_PATH)
+    _write_jsonl(dest / V21_EPISODES_PATH, out_lines)
     if out_stats:
-        _write_jsonl(dest / STATS, out_stats)
+        _write_jsonl(dest / V21_EPISODES_STATS_PATH, out_stats)
     return dest
 
 
@@ -129,7 +134,12 @@ def _write_jsonl(path: Path, rows: list[dict]) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The command: :func:`make_repeated` with the command line's arguments."""
+    parser = argparse.ArgumentParser(
+        prog="robopipe-repeat",
+        description="A bigger (or smaller) LeRobot v2.1 dataset from a real one, its episodes "
+        "repeated.",
+    )
     parser.add_argument("source", type=Path, help="a LeRobot v2.1 dataset folder")
     parser.add_argument("dest", type=Path, help="the new dataset's folder (must not exist)")
     parser.add_argument("--times", type=int, default=1, help="repetitions (default 1)")

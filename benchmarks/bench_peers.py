@@ -1,6 +1,6 @@
 """robopipe against its peers on the real cr5 dataset, locally and at an injected round trip.
 
-    python tools/bench_peers.py [--steady-s 20] [--workers 2] [--batch-size 32]
+    python benchmarks/bench_peers.py [--steady-s 20] [--workers 2] [--batch-size 32]
         [--latency-ms 20] [--work results/bench_peers] [--only SUBSTRING ...]
 
 Converts cr5 once (``<work>/cr5/v3.0``, restamped), makes its ``lance`` copy once (in the peer
@@ -11,7 +11,7 @@ environment, ``.venv-lerobot``), then runs each scenario in this process through
   (StreamingLeRobotDataset), lancedb_map (LanceDBDataset on the lance copy);
 - at ``--latency-ms`` through the delaying proxy: robopipe_map and robopipe_stream over http
   (nginx) and s3 (moto), lancedb_map over s3 (moto), and robopipe_stream and lerobot_stream
-  over hf (the Hub stand-in of tests/hub_standin.py, run as a child process whose CPU the
+  over hf (the Hub stand-in of robopipe.bench.hub_standin, run as a child process whose CPU the
   loaders' CPU ms per sample leave out, as nginx's and moto's).
 
 Each result JSON goes to ``<work>/results``; it prints one row per scenario (samples/s, CPU ms
@@ -72,9 +72,7 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=REPO / "results" / "bench_peers")
     parser.add_argument("--only", nargs="*", default=[], help="run scenarios containing these")
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO / "tests"))
-    from hub_standin import serve_hub_process
-
+    from robopipe.bench.hub_standin import serve_hub_process
     from robopipe.bench.runner import Settings, run_scenario
 
     chosen = [p for p in LOCAL + REMOTE if not args.only or any(s in p for s in args.only)]

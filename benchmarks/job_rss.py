@@ -3,12 +3,12 @@
 Each command runs one job's function, as its Snakemake script calls it, and prints the
 process's peak RSS (``VmHWM``, MB) and wall time. Run one job per process:
 
-    python tools/job_rss.py plan /tmp/droid/d20k /tmp/rss20k/plan.json
-    python tools/job_rss.py check /tmp/droid/d20k /tmp/rss20k
-    python tools/job_rss.py check-part /tmp/droid/d20k /tmp/rss20k/part-001.json 10000 -
-    python tools/job_rss.py check-merge /tmp/droid/d20k /tmp/rss20k PART.json...
-    python tools/job_rss.py meta /tmp/rss20k/plan.json RUN/video_episodes /tmp/rss20k/meta
-    python tools/job_rss.py validate /tmp/rss20k/plan.json RUN/staging RUN/validation
+    python benchmarks/job_rss.py plan /tmp/droid/d20k /tmp/rss20k/plan.json
+    python benchmarks/job_rss.py check /tmp/droid/d20k /tmp/rss20k
+    python benchmarks/job_rss.py check-part /tmp/droid/d20k /tmp/rss20k/part-001.json 10000 -
+    python benchmarks/job_rss.py check-merge /tmp/droid/d20k /tmp/rss20k PART.json...
+    python benchmarks/job_rss.py meta /tmp/rss20k/plan.json RUN/video_episodes /tmp/rss20k/meta
+    python benchmarks/job_rss.py validate /tmp/rss20k/plan.json RUN/staging RUN/validation
 
 ``check`` writes ``check.json`` and ``check_files.json`` into its folder, as the job does
 (the whole check in one process); ``check-part`` one part job's findings (episode indices

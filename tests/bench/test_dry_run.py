@@ -1,0 +1,28 @@
+"""robopipe.bench.dry_run: ``snakemake -n`` of one dataset, its jobs and sbatch calls counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from robopipe.bench.dry_run import time_dry_run
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_a_dry_run_counts_the_jobs_and_the_sbatch_calls(make_v21, tmp_path):
+    source = make_v21(episodes=2, min_length=10, max_length=12)
+    local = time_dry_run(REPO_ROOT, source, tmp_path, episodes_per_shard=1, target="convert")
+    assert local["wall_s"] > 0 and local["jobs"]["plan"] == 1 and "sbatch" not in local
+    slurm = time_dry_run(
+        REPO_ROOT, source, tmp_path, episodes_per_shard=1, target="convert", slurm=True
+    )
+    assert slurm["sbatch"] >= 1 and slurm["jobs"] == local["jobs"]
+
+
+def test_a_failed_dry_run_says_why(make_v21, tmp_path):
+    source = make_v21(episodes=2, min_length=10, max_length=12)
+    with pytest.raises(RuntimeError, match="snakemake -n failed"):
+        time_dry_run(REPO_ROOT, source, tmp_path, episodes_per_shard=None, target="no_such_rule")
