@@ -1,37 +1,10 @@
-"""Snakemake script of rules report_dataset (one dataset's figures) and report (summary.csv)."""
+"""Snakemake script of rule report: every dataset's summary.csv merged into one."""
 
 import sys
-from pathlib import Path
 
-from robopipe.report import build_dataset_report, merge_summaries
-
-
-def _paths(item) -> list[str]:
-    """A named input as a list: a function may give one path (str) or several."""
-    return [item] if isinstance(item, str) else list(item)
-
-
-def main(smk) -> None:
-    if smk.rule == "report":
-        merge_summaries(_paths(smk.input), smk.output[0])
-        return
-    inputs = smk.input
-    build_dataset_report(
-        smk.wildcards.dataset,
-        Path(smk.output.summary).parent,
-        bench=_paths(inputs.get("bench", [])),
-        ceilings=_paths(inputs.get("ceilings", [])),
-        conversion_tsvs=_paths(inputs.get("conversion", [])),
-        lerobot=_paths(inputs.get("lerobot", [])),
-        copy_results=_paths(inputs.get("copies", [])),
-        converted=Path(inputs.converted).parents[1] if inputs.get("converted") else None,
-        # written by every job of the dataset as it ends (robopipe.jobs), not rule outputs
-        job_rss=sorted(Path(smk.params.logs).rglob("*.rss.json")),
-        skipped_peers=smk.params.get("skipped_peers"),
-    )
-
+from robopipe.report import merge_summaries
 
 if __name__ == "__main__":
     with open(snakemake.log[0], "w") as log:
         sys.stderr = log
-        main(snakemake)
+        merge_summaries(list(snakemake.input), snakemake.output[0])

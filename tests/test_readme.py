@@ -19,6 +19,9 @@ Every relative link of ``README.md`` and ``docs/*.md`` must point at an existing
 link's ``#anchor`` at a heading of the Markdown file it names; the README links every page of
 ``docs/`` and has at most 200 lines.
 
+The README's layout claim holds: each rule of ``workflow/rules/*.smk`` runs the script of its
+own name (``script: "../../scripts/<rule>.py"``), and each script of ``scripts/`` serves a rule.
+
 Dry runs write only into ``.snakemake/`` of the repository root (git-ignored).
 """
 
@@ -35,6 +38,8 @@ import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 README = REPO_ROOT / "README.md"
+RULE_FILES = REPO_ROOT / "workflow" / "rules"
+SCRIPTS = REPO_ROOT / "scripts"
 DOCS = REPO_ROOT / "docs"
 SHARED_DATASETS = REPO_ROOT.parent / "shared" / "datasets"
 README_MAX_LINES = 200
@@ -268,6 +273,36 @@ def test_relative_links_point_at_existing_files(page):
         elif anchor and file.suffix == ".md" and anchor not in anchors(file.read_text("utf-8")):
             broken.append(f"{target}: no heading #{anchor} in {file.relative_to(REPO_ROOT)}")
     assert not broken, f"{page.relative_to(REPO_ROOT)}: " + "; ".join(broken)
+
+
+def rule_scripts(smk: str) -> dict[str, str]:
+    """``{rule: the path its script: directive names}`` of a rule file's text."""
+    scripts: dict[str, str] = {}
+    rule = None
+    lines = smk.splitlines()
+    for i, line in enumerate(lines):
+        if match := re.match(r"^(?:rule|checkpoint) (\w+):", line):
+            rule = match.group(1)
+        elif line.strip() == "script:":
+            scripts[rule] = lines[i + 1].strip().strip("\"'")
+    return scripts
+
+
+def test_each_rule_runs_the_script_of_its_name():
+    scripts = {}
+    for smk in sorted(RULE_FILES.glob("*.smk")):
+        scripts.update(rule_scripts(smk.read_text("utf-8")))
+    assert scripts, "no rule runs a script"
+    wrong = {rule: path for rule, path in scripts.items() if path != f"../../scripts/{rule}.py"}
+    assert not wrong, f"rules whose script is not scripts/<rule>.py: {wrong}"
+    unused = sorted(p.name for p in SCRIPTS.glob("*.py") if p.stem not in scripts)
+    assert not unused, f"scripts that no rule runs: {unused}"
+
+
+def test_rule_scripts_are_read_from_the_rule_file():
+    smk = 'rule a:\n    input:\n        "x",\n    script:\n        "../../scripts/a.py"\n\n\n'
+    smk += 'checkpoint b:\n    script:\n        "../../scripts/c.py"\n\n\nrule all:\n    input:\n'
+    assert rule_scripts(smk) == {"a": "../../scripts/a.py", "b": "../../scripts/c.py"}
 
 
 def test_anchors_are_githubs():

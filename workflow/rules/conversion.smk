@@ -188,7 +188,7 @@ rule source_check_part:
         episodes=check_part_range,
         files=check_part_signatures,
     script:
-        "../../scripts/check_part.py"
+        "../../scripts/source_check_part.py"
 
 
 rule source_check:
@@ -225,7 +225,7 @@ rule source_check:
         episodes=lambda w: DATASETS.episodes(w.dataset) if DATASETS.is_v30(w.dataset) else None,
         peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's (v3.0)
     script:
-        "../../scripts/check.py"
+        "../../scripts/source_check.py"
 
 
 checkpoint plan:

@@ -28,7 +28,7 @@ rule push_dataset:
     params:
         push=lambda w: DATASETS.push_options(w.dataset),
     script:
-        "../../scripts/push.py"
+        "../../scripts/push_dataset.py"
 
 
 rule push:

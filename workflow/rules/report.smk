@@ -102,7 +102,7 @@ rule report_dataset:
             config.get("bench", {}), episodes_selected(w.dataset)
         ),
     script:
-        "../../scripts/report.py"
+        "../../scripts/report_dataset.py"
 
 
 rule report:
