@@ -33,7 +33,6 @@ Needs ``.venv-lerobot`` (``tools/lerobot_env.sh``). Usage::
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 import shutil
@@ -45,6 +44,7 @@ from pathlib import Path
 from robopipe.atomic import write_json
 from robopipe.bench.lerobot_convert import measure_lerobot_converter
 from robopipe.bench.process import measured_process
+from robopipe.report.tables import load_benchmarks
 
 REPO = Path(__file__).resolve().parents[1]
 LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"
@@ -90,24 +90,11 @@ def run_snakemake(source: Path, work: Path, name: str, cores: int, restamp: bool
     return measured_process(cmd, work / f"{name}.snakemake.log", cwd=REPO)["wall_s"]
 
 
-def read_benchmarks(folder: Path) -> dict[str, list[dict]]:
-    """Snakemake benchmark TSV rows per rule: ``{rule: [{"s": .., "max_rss": ..}, ...]}``."""
-    rows: dict[str, list[dict]] = {}
-    for tsv in sorted(folder.glob("*/*.tsv")):
-        with open(tsv) as f:
-            for row in csv.DictReader(f, delimiter="\t"):
-                rows.setdefault(tsv.parent.name, []).append(
-                    {"s": float(row["s"]), "max_rss": _float_or_zero(row["max_rss"])}
-                )
-    return rows
-
-
-def _float_or_zero(value: str) -> float:
-    """Snakemake writes ``NA`` for jobs too short to sample."""
-    try:
-        return float(value)
-    except ValueError:
-        return 0.0
+def read_benchmarks(name: str, folder: Path) -> dict[str, list[dict]]:
+    """Snakemake benchmark TSVs per rule: ``{rule: [{"s": .., "max_rss": ..}, ...]}`` (0 where
+    Snakemake wrote ``NA``: a job too short to sample)."""
+    table = load_benchmarks(name, sorted(folder.glob("*/*.tsv"))).fillna(0.0)
+    return {rule: rows[["s", "max_rss"]].to_dict("records") for rule, rows in table.groupby("rule")}
 
 
 def per_file_validation_s(folder: Path) -> float:
@@ -133,7 +120,7 @@ def measure(
         lerobot = measure_lerobot_converter(LEROBOT_PYTHON, source, work, name)
         lerobot_wall, lerobot_rss = lerobot["wall_s"], lerobot["tree_peak_rss_mb"]
         snakemake_wall = run_snakemake(source, work, name, cores, restamp)
-        jobs = read_benchmarks(benchmarks)
+        jobs = read_benchmarks(name, benchmarks)
         job_s = sum(r["s"] for rows in jobs.values() for r in rows)
         validate_s = sum(r["s"] for r in jobs.get("validate", []))
         validate_s += per_file_validation_s(work / "snakemake" / "results" / name / "validation")
