@@ -107,6 +107,9 @@ def run(job: str, args: list[str]) -> None:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__)
+        sys.exit(len(sys.argv) < 2)  # 1 without a job
     start = time.perf_counter()
     run(sys.argv[1], sys.argv[2:])
     print(f"{sys.argv[1]}: peak RSS {peak_mb()} MB, {time.perf_counter() - start:.1f} s")
