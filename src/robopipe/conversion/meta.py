@@ -102,7 +102,8 @@ def write_meta(
     ``undeclared_columns: drop`` left out.
 
     Raises:
-        DatasetError: an episode has stats neither in the source nor in a shard; the first
+        DatasetError: an episode has stats neither in the source nor in a shard, or no
+            shard's stats of a column ``undeclared_columns: declare`` declares; the first
             episode's parquet is unreadable.
     """
     meta_dir = Path(meta_dir)
@@ -110,6 +111,7 @@ def write_meta(
     schema = _source_schema(source, plan)
     features = output_features(source.info["features"], schema, repairs)
     dropped = undeclared_columns_to("drop", schema.names, source.info["features"], repairs)
+    declared = undeclared_columns_to("declare", schema.names, source.info["features"], repairs)
     durations, time_bases = _video_durations(plan, video_episodes)
     computed = {}
     for shard_dir in shard_dirs:
@@ -122,6 +124,13 @@ def write_meta(
     def stats_of(ep: PlannedEpisode) -> dict:
         entry = found.get(ep.source_episode_index)
         added = computed.get(str(ep.source_episode_index))
+        lacking = [name for name in declared if name not in (added or {})]
+        if lacking:
+            raise source.error(
+                f"no stats computed for {lacking[0]!r}, which `undeclared_columns: declare` "
+                "declares: the meta job reads them from the shard jobs' stats.json",
+                episode=ep.source_episode_index,
+            )
         if added is not None:
             entry = added if entry is None else {**entry, **added}
         if entry is not None and dropped:

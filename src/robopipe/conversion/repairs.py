@@ -56,6 +56,12 @@ def repairs_of(options: ConversionOptions) -> dict[str, bool | str | None]:
     return {name: getattr(options, name) for name in REPAIRS}
 
 
+def shards_compute_stats(options: ConversionOptions) -> bool:
+    """Whether the shard jobs compute episode stats (``stats.json`` beside their rows) that
+    the meta job reads: with ``compute_missing_stats`` or ``undeclared_columns: declare``."""
+    return options.compute_missing_stats or options.undeclared_columns == "declare"
+
+
 def undeclared_columns(columns, features: Mapping[str, dict]) -> list[str]:
     """The data ``columns`` that no feature of ``features`` (info.json's) declares, in order.
 
