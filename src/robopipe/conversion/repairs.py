@@ -82,7 +82,8 @@ def column_feature(arrow_type: pa.DataType) -> dict | None:
     lerobot/pusht declares it), a ``fixed_size_list`` of N of them shape ``[N]``: the
     features lerobot 0.6.1's ``get_hf_features_from_features`` reads back as
     ``Value(dtype)`` and ``Sequence(length=N)``. A variable-length list (no shape), a
-    string (lerobot computes no stats for it) or another type gives None.
+    string (lerobot computes no stats for it, and robopipe's v3.0 check wants stats of every
+    feature) or another type gives None.
     """
     import pyarrow as pa
 
@@ -124,11 +125,11 @@ def output_features(
     """
     out = dict(features)
     for name in undeclared_columns_to("declare", schema.names, features, repairs):
-        out[name] = column_feature(schema.field(name).type)
-        if out[name] is None:
-            raise ValueError(
-                f"column {name!r} ({schema.field(name).type}) cannot be declared from its type"
-            )
+        arrow_type = schema.field(name).type
+        feature = column_feature(arrow_type)
+        if feature is None:
+            raise ValueError(f"column {name!r} ({arrow_type}) cannot be declared from its type")
+        out[name] = feature
     return with_default_features(out, schema)
 
 
