@@ -322,7 +322,7 @@ FAULTS = {
         EP,
         _data,
         "the parquet holds a column 'next.reward' that info.json's features do not declare.*"
-        "declare it \\(dtype, shape, names\\), or drop the column",
+        "set `undeclared_columns: drop`",
     ),
     "float64 vectors": (
         _float64_state,

@@ -53,7 +53,12 @@ import numpy as np
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.repairs import DERIVABLE_COLUMNS, repairs_of
+from robopipe.conversion.repairs import (
+    DERIVABLE_COLUMNS,
+    column_feature,
+    repairs_of,
+    undeclared_columns,
+)
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import (
     STATS_FIX,
@@ -88,23 +93,13 @@ REMOTE_THREADS = 16
 EPISODES_PER_BATCH = 256
 
 
-def undeclared_columns(columns, features: Mapping[str, dict]) -> list[str]:
-    """The data ``columns`` that no feature of ``features`` (info.json's) declares, in order.
-
-    Video features have no data column; lerobot's default features (``timestamp``,
-    ``frame_index``, ``episode_index``, ``index``, ``task_index``) count as declared, because
-    the conversion declares them where the source does not. lerobot's loader reads only
-    declared columns (``Dataset.from_parquet(features=<info.json's>)``)."""
-    declared = {name for name, spec in features.items() if spec.get("dtype") != "video"}
-    return [name for name in columns if name not in declared and name not in DEFAULT_FEATURES]
-
-
 def undeclared_column_message(column: str, holder: str = "the data files hold") -> str:
     """What is wrong with an undeclared ``column`` and the fix; ``holder`` names the files."""
     return (
         f"{holder} a column {column!r} that info.json's features do not declare, and "
-        "lerobot's loader reads only declared columns; declare it (dtype, shape, names), or "
-        "drop the column from every episode's parquet"
+        "lerobot's loader reads only declared columns; set `undeclared_columns: drop` to "
+        "leave it out, or `undeclared_columns: declare` to declare it from its parquet type, "
+        "or declare it in info.json (dtype, shape, names)"
     )
 
 
@@ -736,8 +731,20 @@ class _EpisodeChecker:
                 )
             else:
                 problems += self._feature_problems(episode, rel, feature, spec, schema)
+        mode = self.repairs["undeclared_columns"]
         for column in undeclared_columns(schema.names, source.info["features"]):
+            arrow_type = schema.field(column).type
+            if mode == "drop" or (mode == "declare" and column_feature(arrow_type)):
+                continue
             message = undeclared_column_message(column, "the parquet holds")
+            if mode == "declare":  # a type the repair cannot declare
+                message = (
+                    f"the parquet holds a column {column!r} that info.json's features do not "
+                    f"declare, of type {arrow_type}, which `undeclared_columns: declare` "
+                    "cannot declare (bool or numeric scalars and fixed-size lists only); "
+                    "declare it in info.json (dtype, shape, names), or set "
+                    "`undeclared_columns: drop`"
+                )
             problems.append(Problem("undeclared_column", message, episode, rel))
         if not self.restamp and {"timestamp", "frame_index"} <= set(schema.names):
             problems += self._timestamp_problems(episode, rel, parquet)

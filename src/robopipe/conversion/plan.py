@@ -32,6 +32,7 @@ from pathlib import Path
 
 from robopipe.atomic import write_json
 from robopipe.conversion.options import ConversionOptions
+from robopipe.conversion.repairs import repairs_of, undeclared_columns_to
 from robopipe.formats.v21_reader import STATS_FIX, V21Source, load_source
 from robopipe.layout import V21_EPISODES_STATS_PATH, data_path, next_chunk_file, video_path
 
@@ -318,8 +319,9 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
 
     data_sizes, lengths = [], []
     video_sizes = {key: [] for key in source.video_keys}
+    repairs = repairs_of(options)
     for src_index in kept:
-        rows, size = _parquet_rows_and_size(source, src_index)
+        rows, size = _parquet_rows_and_size(source, src_index, repairs)
         expected = source.episodes[src_index]["length"]
         if rows != expected:
             raise source.error(
@@ -483,7 +485,12 @@ def _check_stats(source: V21Source, kept: list[int]) -> None:
         )
 
 
-def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, float]:
+def _parquet_rows_and_size(
+    source: V21Source, episode_index: int, repairs: dict
+) -> tuple[int, float]:
+    """The episode's parquet rows, and its uncompressed MiB as lerobot measures them, less
+    the columns that ``undeclared_columns: drop`` leaves out (so the rollover is that of
+    the same dataset without them)."""
     path = source.data_file(episode_index)
     try:
         metadata = source.parquet_metadata(path)  # range reads of a remote source's footer
@@ -491,9 +498,23 @@ def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, 
         raise source.error("data file is missing", episode=episode_index, file=path) from None
     except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for corrupt footers
         raise source.error(f"unreadable parquet: {exc}", episode=episode_index, file=path) from None
+    kept = None  # whether each leaf column (a column chunk of each row group) is kept
+    if repairs.get("undeclared_columns") == "drop":
+        schema = metadata.schema.to_arrow_schema()
+        dropped = undeclared_columns_to("drop", schema.names, source.info["features"], repairs)
+        kept = [f.name not in dropped for f in schema for _ in range(_leaf_count(f.type))]
     size = 0
     for rg in range(metadata.num_row_groups):
         row_group = metadata.row_group(rg)
         for col in range(row_group.num_columns):
-            size += row_group.column(col).total_uncompressed_size
+            if kept is None or kept[col]:
+                size += row_group.column(col).total_uncompressed_size
     return metadata.num_rows, size / MIB
+
+
+def _leaf_count(arrow_type) -> int:
+    """The parquet leaf columns of a column of ``arrow_type`` (1 for a primitive or a list
+    of primitives, the sum of its fields' for a struct)."""
+    if arrow_type.num_fields == 0:
+        return 1
+    return sum(_leaf_count(arrow_type.field(i).type) for i in range(arrow_type.num_fields))

@@ -34,13 +34,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from robopipe.conversion.check import undeclared_column_message, undeclared_columns
+from robopipe.conversion.check import undeclared_column_message
 from robopipe.conversion.doctor import run_doctor
 from robopipe.conversion.plan import Plan, PlannedEpisode
 from robopipe.conversion.repairs import (
     episode_task_index,
     repair_table,
     repairs_of,
+    undeclared_columns,
 )
 from robopipe.conversion.shard import timestamp_error
 from robopipe.formats.v21_reader import V21Source, declared_stream
