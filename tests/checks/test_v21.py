@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import robopipe.mp4
-from robopipe.conversion.check import SourceCheckError, check_source
-from robopipe.conversion.options import ConversionOptions
+from robopipe.checks.report import SourceCheckError
+from robopipe.checks.v21 import check_source
 from robopipe.conversion.serial import convert_dataset
+from robopipe.options import ConversionOptions
 from robopipe.remux import concat_videos
 
 EP = 1  # the damaged episode

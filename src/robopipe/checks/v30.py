@@ -1,7 +1,7 @@
 """Check a whole LeRobot v3.0 dataset in one pass, before anything loads it.
 
-The v3.0 counterpart of :func:`robopipe.conversion.check.check_source`: the same
-:class:`~robopipe.conversion.check.CheckReport` of :class:`~robopipe.conversion.check.Problem`
+The v3.0 counterpart of :func:`robopipe.checks.v21.check_source`: the same
+:class:`~robopipe.checks.v21.CheckReport` of :class:`~robopipe.checks.v21.Problem`
 lines, each naming the dataset, the episode (where there is one) and the file. Every problem is
 collected (nothing stops at the first), from the metadata, the parquet footers, a few small
 columns of the data files (``episode_index``, ``index``, ``frame_index``, ``timestamp``,
@@ -54,12 +54,19 @@ import fsspec
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
-from robopipe.conversion.check import KNOWN_EXTRA_FILES, CheckReport, Problem, _changes
-from robopipe.conversion.doctor import doctor_opinion
-from robopipe.conversion.meta import INFO_KEYS
+from robopipe.checks.changes import changes
+from robopipe.checks.doctor import doctor_opinion
+from robopipe.checks.files import KNOWN_EXTRA_FILES
+from robopipe.checks.report import CheckReport, Problem
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import declared_stream, template_fields
-from robopipe.formats.v30_reader import EPISODE_COLUMNS, DatasetMeta, open_url, read_tasks
+from robopipe.formats.v30_reader import (
+    EPISODE_COLUMNS,
+    INFO_KEYS,
+    DatasetMeta,
+    open_url,
+    read_tasks,
+)
 from robopipe.layout import (
     DATA_PATH,
     DEFAULT_CHUNK_SIZE,
@@ -127,12 +134,12 @@ def check_v30(
             ``episodes=``); the problems of every other episode become notes. None: all.
         previous: an earlier report's JSON: files that changed since are listed as notes.
         doctor: also ask ``lerobot-lance-doctor`` of the peer interpreter ``doctor_python``
-            (:func:`robopipe.conversion.doctor.doctor_opinion`: a local folder only; its flag
+            (:func:`robopipe.checks.doctor.doctor_opinion`: a local folder only; its flag
             is a problem, or a note where episodes are left out); the verdict is the
             report's ``doctor``.
 
     Returns:
-        A :class:`~robopipe.conversion.check.CheckReport` (``repairs`` is empty: no repair
+        A :class:`~robopipe.checks.v21.CheckReport` (``repairs`` is empty: no repair
         applies to v3.0; ``files`` maps each file read to ``[size, mtime_ns]`` for a local
         file, ``[size, ETag or checksum]`` for a remote one).
     """
@@ -172,7 +179,7 @@ def check_v30(
             if flag:
                 (report.notes if selected else report.problems).append(flag)
     if previous is not None:
-        report.notes += _changes(previous.get("files", {}), report.files)
+        report.notes += changes(previous.get("files", {}), report.files)
     return report
 
 

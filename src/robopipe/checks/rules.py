@@ -1,0 +1,42 @@
+"""LeRobot's rules that both a source's check and the conversion's validation apply to a
+data file: every column declared in ``info.json``, timestamps on ``frame_index / fps``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from robopipe.layout import DEFAULT_FEATURES
+
+
+def undeclared_columns(columns, features: Mapping[str, dict]) -> list[str]:
+    """The data ``columns`` that no feature of ``features`` (info.json's) declares, in order.
+
+    Video features have no data column; lerobot's default features (``timestamp``,
+    ``frame_index``, ``episode_index``, ``index``, ``task_index``) count as declared, because
+    the conversion declares them where the source does not. lerobot's loader reads only
+    declared columns (``Dataset.from_parquet(features=<info.json's>)``)."""
+    declared = {name for name, spec in features.items() if spec.get("dtype") != "video"}
+    return [name for name in columns if name not in declared and name not in DEFAULT_FEATURES]
+
+
+def undeclared_column_message(column: str, holder: str = "the data files hold") -> str:
+    """What is wrong with an undeclared ``column`` and the fix; ``holder`` names the files."""
+    return (
+        f"{holder} a column {column!r} that info.json's features do not declare, and "
+        "lerobot's loader reads only declared columns; declare it (dtype, shape, names), or "
+        "drop the column from every episode's parquet"
+    )
+
+
+def timestamp_error(timestamps: np.ndarray, frame_index: np.ndarray, fps: int) -> tuple[float, int]:
+    """Largest ``|timestamp - frame_index / fps|`` in seconds, and the frame index where it is.
+
+    Both arrays have shape ``(T,)``; timestamps are float seconds (float32 in LeRobot).
+    """
+    if len(timestamps) == 0:
+        return 0.0, 0
+    error = np.abs(timestamps.astype(np.float64) - frame_index / fps)
+    at = int(np.argmax(error))
+    return float(error[at]), int(frame_index[at])
