@@ -117,6 +117,18 @@ def _undeclared_column(root: Path) -> None:
     _edit_table(root, lambda t: t.append_column("next.reward", pa.array([0.0] * t.num_rows)))
 
 
+def _set_int_column(name: str, value: int):
+    """Episode EP's ``name`` column set to ``value`` in its last row."""
+
+    def change(table):
+        values = table.column(name).to_pylist()
+        values[-1] = value
+        column = pa.array(values, table.schema.field(name).type)
+        return table.set_column(table.schema.get_field_index(name), name, column)
+
+    return lambda root: _edit_table(root, change)
+
+
 def _float64_state(root: Path) -> None:
     def change(table):
         state = table.column("observation.state").combine_chunks()
@@ -324,6 +336,20 @@ FAULTS = {
         _data,
         "the parquet holds a column 'next.reward' that info.json's features do not declare.*"
         "declare it \\(dtype, shape, names\\), or drop the column",
+    ),
+    "task_index without a task": (
+        _set_int_column("task_index", 99),
+        "task_index",
+        EP,
+        _data,
+        r"task_index \[99\] has no task in meta/tasks.jsonl \(\d task\(s\)\)",
+    ),
+    "rows of another episode": (
+        _set_int_column("episode_index", 3),
+        "episode_index",
+        EP,
+        _data,
+        re.escape("the parquet holds rows of episode(s) [3]; every row of an episode's file"),
     ),
     "float64 vectors": (
         _float64_state,

@@ -84,7 +84,7 @@ def doctor_opinion(
     Returns:
         (verdict for ``check.json``: :func:`run_doctor`'s, ``{"tool", "passed": False,
         "message"}`` when it flags the dataset, or ``{"tool": None, "passed": None,
-        "skipped": why}``; the flag as a :class:`~robopipe.checks.v21.Problem` of kind
+        "skipped": why}``; the flag as a :class:`~robopipe.checks.report.Problem` of kind
         ``doctor``, or None).
     """
     if not local:

@@ -1,5 +1,6 @@
-"""LeRobot's rules that both a source's check and the conversion's validation apply to a
-data file: every column declared in ``info.json``, timestamps on ``frame_index / fps``."""
+"""LeRobot's rules that the checks of both versions, and the conversion's validation, apply to
+a data file: every column declared in ``info.json``, timestamps on ``frame_index / fps``, and
+the values that point into another file (``task_index`` into the tasks file) found there."""
 
 from __future__ import annotations
 
@@ -40,3 +41,16 @@ def timestamp_error(timestamps: np.ndarray, frame_index: np.ndarray, fps: int) -
     error = np.abs(timestamps.astype(np.float64) - frame_index / fps)
     at = int(np.argmax(error))
     return float(error[at]), int(frame_index[at])
+
+
+def unknown_task_indices(task_index: np.ndarray, tasks: int) -> list[int]:
+    """The distinct values of a data file's ``task_index`` column (shape ``(T,)``, integers)
+    that name no task of the dataset's ``tasks`` tasks (indices ``0..tasks-1``), sorted."""
+    used = np.unique(task_index)
+    return used[(used < 0) | (used >= tasks)].tolist()
+
+
+def unknown_task_message(unknown: list[int], tasks_file: str, tasks: int) -> str:
+    """What is wrong when a data file's ``task_index`` values ``unknown`` have no task in
+    ``tasks_file`` (which holds ``tasks`` tasks)."""
+    return f"task_index {unknown} has no task in {tasks_file} ({tasks} task(s))"

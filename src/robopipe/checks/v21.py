@@ -11,8 +11,10 @@ metadata, parquet footers and mp4 headers only: no frame is decoded and only the
 - every episode's parquet: present, non-empty, a readable footer, rows equal to the episode's
   ``length``, the required columns (``index``, ``episode_index``, ``frame_index``,
   ``timestamp``, ``task_index``) and every ``info.json`` feature with its dtype and shape,
-  timestamps within ``tolerance_s`` of ``frame_index / fps``, and no column that no feature
-  declares (:func:`undeclared_columns`, the rule ``validate`` enforces on the output);
+  timestamps within ``tolerance_s`` of ``frame_index / fps``, no column that no feature
+  declares (:func:`robopipe.checks.rules.undeclared_columns`, the rule ``validate`` enforces on
+  the output), and the values that point into other files: every ``episode_index`` is the
+  episode's own, every ``task_index`` names a task of ``tasks.jsonl``;
 - every episode's mp4 per camera: present, non-empty, readable, not truncated (the last
   packets are demuxed), one video stream whose codec, width, height, pixel format, frame rate
   and time base agree with ``info.json`` and with the other episodes, and as many frames as
@@ -26,8 +28,10 @@ A large source is checked in parts: :func:`check_part` checks the files of a ran
 episode indices (a job each, in parallel), and :func:`merge_parts` checks the metadata and
 merges the parts into the report one job (:func:`check_source`) gives, without a table of
 every file: the files are read back from the parts as the report is written, stray files
-found from the path templates, the earlier files compared as hashes (:class:`Changes`), and
-each camera's streams held as runs of episodes (:class:`StreamRuns`). Problems that an opt-in repair
+found from the path templates (:mod:`robopipe.checks.files`), the earlier files compared as
+hashes (:mod:`robopipe.checks.changes`), and each camera's streams held as runs of episodes
+(:mod:`robopipe.checks.streams`). Each episode's files are checked by
+:mod:`robopipe.checks.v21_episode`. Problems that an opt-in repair
 (:data:`robopipe.formats.v21_repairs.REPAIRS`) fixes are not problems when it is on, and name
 it when it is off.
 """
@@ -90,7 +94,7 @@ def check_source(
     Args:
         root: the v2.1 dataset folder, or a remote source's manifest (its files are then
             read by range reads, or from its cache where they are cached:
-            :func:`robopipe.formats.v21_reader.source_root`).
+            :func:`robopipe.source_cache.source_root`).
         name: the dataset name (for messages).
         options: the dataset's conversion settings; used: the repairs,
             ``restamp_timestamps``, ``tolerance_s``, ``skip_episodes`` (problems of skipped

@@ -11,12 +11,20 @@ from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
+
 from robopipe.checks.report import Problem
-from robopipe.checks.rules import timestamp_error, undeclared_column_message, undeclared_columns
+from robopipe.checks.rules import (
+    timestamp_error,
+    undeclared_column_message,
+    undeclared_columns,
+    unknown_task_indices,
+    unknown_task_message,
+)
 from robopipe.checks.streams import consistency_key, stream_signature
 from robopipe.formats.v21_reader import V21Source, declared_stream
 from robopipe.formats.v21_repairs import DERIVABLE_COLUMNS, repairs_of
-from robopipe.layout import DEFAULT_FEATURES
+from robopipe.layout import DEFAULT_FEATURES, V21_TASKS_PATH
 from robopipe.options import ConversionOptions
 
 
@@ -189,8 +197,7 @@ class EpisodeChecker:
         for column in undeclared_columns(schema.names, source.info["features"]):
             message = undeclared_column_message(column, "the parquet holds")
             problems.append(Problem("undeclared_column", message, episode, rel))
-        if not self.restamp and {"timestamp", "frame_index"} <= set(schema.names):
-            problems += self._timestamp_problems(episode, rel, parquet)
+        problems += self._row_problems(episode, rel, parquet)
         return rows
 
     def _feature_problems(self, episode, rel, feature, spec, schema) -> list[Problem]:
@@ -257,15 +264,49 @@ class EpisodeChecker:
         )
         return problems
 
-    def _timestamp_problems(self, episode: int, rel: str, parquet) -> list[Problem]:
+    def _row_problems(self, episode: int, rel: str, parquet) -> list[Problem]:
+        """The rows' timestamps (unless they are restamped) and the values that point into
+        other files: every ``episode_index`` is this episode's, every ``task_index`` names a
+        task of ``tasks.jsonl``."""
+        names = set(parquet.schema_arrow.names)
+        timestamps = not self.restamp and {"timestamp", "frame_index"} <= names
+        columns = [
+            *(["timestamp", "frame_index"] if timestamps else []),
+            *(c for c in ("episode_index", "task_index") if c in names),
+        ]
+        if not columns:
+            return []
         try:
-            table = parquet.read(columns=["timestamp", "frame_index"], use_threads=False)
+            table = parquet.read(columns=columns, use_threads=False)
         except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
             return [
                 Problem(
                     "unreadable_file", f"unreadable parquet ({exc}); restore the file", episode, rel
                 )
             ]
+        problems = self._timestamp_problems(episode, rel, table) if timestamps else []
+        if "episode_index" in names:
+            values = np.unique(table.column("episode_index").to_numpy())
+            others = values[values != episode].tolist()
+            if others:
+                problems.append(
+                    Problem(
+                        "episode_index",
+                        f"the parquet holds rows of episode(s) {others}; every row of an "
+                        "episode's file must be that episode's",
+                        episode,
+                        rel,
+                    )
+                )
+        if "task_index" in names:
+            tasks = len(self.source.tasks)
+            unknown = unknown_task_indices(table.column("task_index").to_numpy(), tasks)
+            if unknown:
+                message = unknown_task_message(unknown, V21_TASKS_PATH, tasks)
+                problems.append(Problem("task_index", message, episode, rel))
+        return problems
+
+    def _timestamp_problems(self, episode: int, rel: str, table) -> list[Problem]:
         worst, at = timestamp_error(
             table.column("timestamp").to_numpy(),
             table.column("frame_index").to_numpy(),

@@ -1,7 +1,7 @@
 """Check a whole LeRobot v3.0 dataset in one pass, before anything loads it.
 
 The v3.0 counterpart of :func:`robopipe.checks.v21.check_source`: the same
-:class:`~robopipe.checks.v21.CheckReport` of :class:`~robopipe.checks.v21.Problem`
+:class:`~robopipe.checks.report.CheckReport` of :class:`~robopipe.checks.report.Problem`
 lines, each naming the dataset, the episode (where there is one) and the file. Every problem is
 collected (nothing stops at the first), from the metadata, the parquet footers, a few small
 columns of the data files (``episode_index``, ``index``, ``frame_index``, ``timestamp``,
@@ -58,6 +58,7 @@ from robopipe.checks.changes import changes
 from robopipe.checks.doctor import doctor_opinion
 from robopipe.checks.files import KNOWN_EXTRA_FILES
 from robopipe.checks.report import CheckReport, Problem
+from robopipe.checks.rules import unknown_task_indices, unknown_task_message
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import declared_stream, template_fields
 from robopipe.formats.v30_reader import (
@@ -139,7 +140,7 @@ def check_v30(
             report's ``doctor``.
 
     Returns:
-        A :class:`~robopipe.checks.v21.CheckReport` (``repairs`` is empty: no repair
+        A :class:`~robopipe.checks.report.CheckReport` (``repairs`` is empty: no repair
         applies to v3.0; ``files`` maps each file read to ``[size, mtime_ns]`` for a local
         file, ``[size, ETag or checksum]`` for a remote one).
     """
@@ -839,18 +840,11 @@ class _DataFileCheck:
                     )
                 )
         if "task_index" in cols and self.checker.tasks is not None:
-            used = np.unique(cols["task_index"][positions])
-            unknown = used[(used < 0) | (used >= len(self.checker.tasks))]
-            if unknown.size:
-                problems.append(
-                    Problem(
-                        "task_index",
-                        f"task_index {unknown.tolist()} has no task in {TASKS_PATH} "
-                        f"({len(self.checker.tasks)} task(s))",
-                        ep,
-                        rel,
-                    )
-                )
+            tasks = len(self.checker.tasks)
+            unknown = unknown_task_indices(cols["task_index"][positions], tasks)
+            if unknown:
+                message = unknown_task_message(unknown, TASKS_PATH, tasks)
+                problems.append(Problem("task_index", message, ep, rel))
         return problems
 
     def _foreign_episodes(self, rel, owner_eps, cols) -> list[Problem]:
