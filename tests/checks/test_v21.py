@@ -344,6 +344,13 @@ FAULTS = {
         _data,
         r"task_index \[99\] has no task in meta/tasks.jsonl \(\d task\(s\)\)",
     ),
+    "frame_index not counting": (
+        _set_int_column("frame_index", 0),
+        "frame_index",
+        EP,
+        _data,
+        re.escape("frame_index does not count 0..length-1"),
+    ),
     "rows of another episode": (
         _set_int_column("episode_index", 3),
         "episode_index",

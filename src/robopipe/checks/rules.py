@@ -43,6 +43,9 @@ def timestamp_error(timestamps: np.ndarray, frame_index: np.ndarray, fps: int) -
     return float(error[at]), int(frame_index[at])
 
 
+FRAME_INDEX_MESSAGE = "frame_index does not count 0..length-1"
+
+
 def unknown_task_indices(task_index: np.ndarray, tasks: int) -> list[int]:
     """The distinct values of a data file's ``task_index`` column (shape ``(T,)``, integers)
     that name no task of the dataset's ``tasks`` tasks (indices ``0..tasks-1``), sorted."""

@@ -15,6 +15,7 @@ import numpy as np
 
 from robopipe.checks.report import Problem
 from robopipe.checks.rules import (
+    FRAME_INDEX_MESSAGE,
     timestamp_error,
     undeclared_column_message,
     undeclared_columns,
@@ -265,14 +266,14 @@ class EpisodeChecker:
         return problems
 
     def _row_problems(self, episode: int, rel: str, parquet) -> list[Problem]:
-        """The rows' timestamps (unless they are restamped) and the values that point into
-        other files: every ``episode_index`` is this episode's, every ``task_index`` names a
-        task of ``tasks.jsonl``."""
+        """The rows' ``frame_index`` (counting ``0..length-1``) and timestamps (unless they
+        are restamped), and the values that point into other files: every ``episode_index`` is
+        this episode's, every ``task_index`` names a task of ``tasks.jsonl``."""
         names = set(parquet.schema_arrow.names)
         timestamps = not self.restamp and {"timestamp", "frame_index"} <= names
         columns = [
-            *(["timestamp", "frame_index"] if timestamps else []),
-            *(c for c in ("episode_index", "task_index") if c in names),
+            *(["timestamp"] if timestamps else []),
+            *(c for c in ("frame_index", "episode_index", "task_index") if c in names),
         ]
         if not columns:
             return []
@@ -284,7 +285,13 @@ class EpisodeChecker:
                     "unreadable_file", f"unreadable parquet ({exc}); restore the file", episode, rel
                 )
             ]
-        problems = self._timestamp_problems(episode, rel, table) if timestamps else []
+        problems = []
+        if "frame_index" in names:
+            frame_index = table.column("frame_index").to_numpy()
+            if not np.array_equal(frame_index, np.arange(len(frame_index))):
+                problems.append(Problem("frame_index", FRAME_INDEX_MESSAGE, episode, rel))
+        if timestamps:
+            problems += self._timestamp_problems(episode, rel, table)
         if "episode_index" in names:
             values = np.unique(table.column("episode_index").to_numpy())
             others = values[values != episode].tolist()

@@ -7,7 +7,11 @@ from __future__ import annotations
 import numpy as np
 
 from robopipe.checks.report import Problem
-from robopipe.checks.rules import unknown_task_indices, unknown_task_message
+from robopipe.checks.rules import (
+    FRAME_INDEX_MESSAGE,
+    unknown_task_indices,
+    unknown_task_message,
+)
 from robopipe.checks.v30_episodes import FIX, Episodes
 from robopipe.layout import (
     DEFAULT_FEATURES,
@@ -116,9 +120,7 @@ class DataFileCheck:
         problems, tol = [], self.checker.tolerance_s
         frames = np.arange(positions.size)
         if "frame_index" in cols and not np.array_equal(cols["frame_index"][positions], frames):
-            problems.append(
-                Problem("frame_index", "frame_index does not count 0..length-1", ep, rel)
-            )
+            problems.append(Problem("frame_index", FRAME_INDEX_MESSAGE, ep, rel))
         elif "timestamp" in cols:
             error = np.abs(cols["timestamp"][positions] - frames / self.fps)
             if error.max() > tol:
