@@ -99,7 +99,7 @@ def time_dry_run(
     """Run and time ``snakemake -n`` on ``source``; returns wall seconds, jobs per rule and,
     with ``slurm``, the ``sbatch`` calls of the SLURM profile (group jobs + ungrouped jobs)."""
     config = work / "config.yaml"
-    # None: the conversion defaults (shards sized by work, robopipe.conversion.options)
+    # None: the conversion defaults (shards sized by work, robopipe.options)
     conversion = {} if episodes_per_shard is None else {"episodes_per_shard": episodes_per_shard}
     config.write_text(
         yaml.safe_dump({"datasets": {"big": {"path": str(source), "conversion": conversion}}})

@@ -18,15 +18,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.conversion.check import SourceCheckError, check_source
-from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.repairs import REPAIRS
+from robopipe.checks.report import SourceCheckError
+from robopipe.checks.v21 import check_source
 from robopipe.conversion.serial import convert_dataset
 from robopipe.conversion.validate import DataFiles, _check_declared_columns
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
+from robopipe.formats.v21_repairs import REPAIRS
 from robopipe.formats.v30_reader import read_meta
 from robopipe.layout import DEFAULT_FEATURE_SPECS, DEFAULT_FEATURES
+from robopipe.options import ConversionOptions
 
 DEFAULTS = list(DEFAULT_FEATURES)
 # every repair on but undeclared_columns, which would repair the undeclared column below

@@ -14,11 +14,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.conversion.check import check_source
-from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.repairs import REPAIRS
+from robopipe.checks.v21 import check_source
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
+from robopipe.formats.v21_repairs import REPAIRS
+from robopipe.options import ConversionOptions
 
 VECTORS = ("observation.state", "action")  # the vectors the export makes float64
 # every repair on: the bool ones, and undeclared columns declared

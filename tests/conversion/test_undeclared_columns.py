@@ -17,12 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from robopipe.conversion.check import check_source
-from robopipe.conversion.check_v30 import check_v30
-from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.repairs import REPAIRS, column_feature
+from robopipe.checks.v21 import check_source
+from robopipe.checks.v30 import check_v30
 from robopipe.conversion.serial import convert_dataset
+from robopipe.formats.v21_repairs import REPAIRS, column_feature
 from robopipe.loading import MapDataset, StreamingDataset
+from robopipe.options import ConversionOptions
 from robopipe.stats import compute_episode_stats
 
 DONE = "next.done"

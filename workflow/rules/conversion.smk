@@ -7,7 +7,7 @@
 # not inputs: Snakemake's scheduler stats every input of every ready job on each scheduling
 # round, which for 972 episodes was 300,000 stat calls and a quarter of the run's CPU time.
 from robopipe.bench.peers import peer_python
-from robopipe.conversion.repairs import shards_compute_stats
+from robopipe.formats.v21_repairs import shards_compute_stats
 from robopipe.layout import (
     CHECK_FILE,
     CHECK_PART_FILE,

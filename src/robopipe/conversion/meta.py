@@ -25,14 +25,15 @@ import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.repairs import (
+from robopipe.errors import DatasetError
+from robopipe.formats.v21_reader import STATS_FIX, V21Source
+from robopipe.formats.v21_repairs import (
     output_features,
     repairs_of,
     undeclared_columns_to,
     with_default_features,
 )
-from robopipe.errors import DatasetError
-from robopipe.formats.v21_reader import STATS_FIX, V21Source
+from robopipe.formats.v30_reader import INFO_KEYS
 from robopipe.layout import (
     DATA_PATH,
     DEFAULT_DATA_FILE_SIZE_IN_MB,
@@ -50,23 +51,6 @@ from robopipe.stats import StatsAggregator, restamped_timestamp_stats
 # lerobot 0.6.1 writes one episodes file, and refuses one whose table exceeds this
 # (io_utils.py:190-208, DEFAULT_DATA_FILE_SIZE_IN_MB, not the converter's argument).
 EPISODES_FILE_SIZE_IN_MB = DEFAULT_DATA_FILE_SIZE_IN_MB
-
-# lerobot 0.6.1 DatasetInfo field order (datasets/utils.py:114-235); other keys are dropped.
-INFO_KEYS = (
-    "codebase_version",
-    "fps",
-    "features",
-    "total_episodes",
-    "total_frames",
-    "total_tasks",
-    "chunks_size",
-    "data_files_size_in_mb",
-    "video_files_size_in_mb",
-    "data_path",
-    "video_path",
-    "robot_type",
-    "splits",
-)
 
 
 def write_meta(
@@ -95,7 +79,7 @@ def write_meta(
     ``info.json`` declares lerobot's default features (``timestamp``, ``frame_index``,
     ``episode_index``, ``index``, ``task_index``) even where the source's does not, and with
     ``undeclared_columns: declare`` the columns the source's does not declare
-    (:func:`robopipe.conversion.repairs.output_features`, dtypes from the first episode's
+    (:func:`robopipe.formats.v21_repairs.output_features`, dtypes from the first episode's
     parquet): lerobot's loader reads only declared columns. An episode's stats are its
     ``episodes_stats.jsonl`` entry with those the shard computed added (or the computed
     ones alone where the entry is missing), less those of columns that
@@ -227,7 +211,7 @@ def convert_info(info: dict, plan: Plan) -> dict:
     thresholds are added; the path templates become v3.0's; ``fps`` becomes an int; every
     non-video feature gets ``"fps"``. ``chunks_size`` is copied unchanged, as lerobot does.
     Lerobot's default features are declared where ``info`` lacks them
-    (:func:`robopipe.conversion.repairs.with_default_features`, lerobot's dtypes; pass
+    (:func:`robopipe.formats.v21_repairs.with_default_features`, lerobot's dtypes; pass
     features completed from the data's schema to declare the columns' own).
     With skipped episodes, ``total_episodes``, ``total_frames`` and ``splits`` describe the
     output.

@@ -27,14 +27,15 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.repairs import repairs_of, undeclared_columns_to
-from robopipe.formats.v21_reader import STATS_FIX, V21Source, load_source
+from robopipe.formats.v21_reader import STATS_FIX, V21Source
+from robopipe.formats.v21_repairs import repairs_of, undeclared_columns_to
 from robopipe.layout import V21_EPISODES_STATS_PATH, data_path, next_chunk_file, video_path
+from robopipe.options import ConversionOptions
+from robopipe.source_cache import list_remote, load_v21
 
 MIB = 2**20
 PLAN_VERSION = 4
@@ -243,7 +244,7 @@ class Plan:
 def load_planned_source(root: str | Path, name: str, plan: Plan) -> V21Source:
     """The source of ``plan``, loaded with the ``template_placeholders`` repair if the plan's
     options turn it on."""
-    return load_source(root, name, template_placeholders=plan.options.template_placeholders)
+    return load_v21(root, name, template_placeholders=plan.options.template_placeholders)
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -472,10 +473,7 @@ def _check_stats(source: V21Source, kept: list[int]) -> None:
     """Raise the :attr:`V21Source.episodes_stats` error where ``episodes_stats.jsonl`` is
     missing or lacks a kept episode, reading it a line at a time (the stats are not kept:
     at 20,000 episodes the whole file is 400 MB of Python objects)."""
-    # imported here: the check module is the one reader of which episodes have stats
-    from robopipe.conversion.check import _stats_episodes
-
-    have = _stats_episodes(source)
+    have = source.stats_episodes()
     absent = [index for index in kept if index not in have]
     if absent:
         raise source.error(
@@ -518,3 +516,29 @@ def _leaf_count(arrow_type) -> int:
     if arrow_type.num_fields == 0:
         return 1
     return sum(_leaf_count(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
+def plan_remote(manifest: str | Path, name: str, options, *, url: str, cache: str, **listing):
+    """List the remote v2.1 source at ``url`` into ``manifest``, then plan its conversion
+    from its metadata alone: the meta files (fetched into the cache), sizes from the listing
+    and parquet footers by range reads, read ahead in parallel. The plan's ``source`` is the
+    manifest, from which every later job opens the source. ``listing``: keywords of
+    :func:`robopipe.source_cache.list_remote` (``storage_options``).
+
+    Returns:
+        The :class:`Plan`.
+
+    Raises:
+        DatasetError: as :func:`robopipe.source_cache.list_remote`,
+            :func:`robopipe.source_cache.load_v21` and :func:`make_plan`.
+    """
+    list_remote(name, cache, url=url, **listing).save(manifest)
+    source = load_v21(manifest, name, template_placeholders=options.template_placeholders)
+    skip = set(options.skip_episodes)
+    source.remote.read_ahead(
+        source.data_file(e["episode_index"]).relative_to(source.root).as_posix()
+        for e in source.episodes
+        if e["episode_index"] not in skip
+    )
+    plan = make_plan(source, options)
+    return replace(plan, source=str(Path(manifest).resolve()))

@@ -21,15 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
+from robopipe.checks.rules import timestamp_error
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.repairs import (
+from robopipe.formats.v21_reader import V21Source
+from robopipe.formats.v21_repairs import (
     episode_task_index,
     output_features,
     repair_table,
     repairs_of,
     undeclared_columns_to,
 )
-from robopipe.formats.v21_reader import V21Source
 from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA, SHARD_STATS
 from robopipe.stats import episode_stats_from_files
 
@@ -46,7 +47,7 @@ def build_shard(
     """Write the shard ``shard_id`` of ``plan`` into ``out_dir`` (atomically).
 
     The repairs the plan's options turn on (
-    :mod:`robopipe.conversion.repairs`) are applied to each episode's rows; the stats they
+    :mod:`robopipe.formats.v21_repairs`) are applied to each episode's rows; the stats they
     compute (:func:`_computed_stats`) go to ``stats.json`` (``{source episode index:
     stats}``) beside the rows, for the meta job.
 
@@ -116,9 +117,7 @@ def _computed_stats(
     have = None
     if compute_missing:
         # which episodes have stats, a line at a time: not every episode's stats
-        from robopipe.conversion.check import _stats_episodes
-
-        have = _stats_episodes(source)
+        have = source.stats_episodes()
     computed = {}
     for ep, table in zip(episodes, tables, strict=True):
         features = output_features(info_features, table.schema, repairs)
@@ -180,18 +179,6 @@ def _episode_table(
         episode = pa.array(np.full(n, ep.episode_index), episode_type)
         table = _set_column(table, "episode_index", episode)
     return table
-
-
-def timestamp_error(timestamps: np.ndarray, frame_index: np.ndarray, fps: int) -> tuple[float, int]:
-    """Largest ``|timestamp - frame_index / fps|`` in seconds, and the frame index where it is.
-
-    Both arrays have shape ``(T,)``; timestamps are float seconds (float32 in LeRobot).
-    """
-    if len(timestamps) == 0:
-        return 0.0, 0
-    error = np.abs(timestamps.astype(np.float64) - frame_index / fps)
-    at = int(np.argmax(error))
-    return float(error[at]), int(frame_index[at])
 
 
 def _set_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

@@ -1,6 +1,6 @@
 """Opt-in repairs of non-standard v2.1 exports, each a ``conversion:`` option.
 
-:data:`REPAIRS` names and describes them; :mod:`robopipe.conversion.check` names the option
+:data:`REPAIRS` names and describes them; :mod:`robopipe.checks.v21` names the option
 that fixes a problem, and the shard job applies them to each episode's table
 (:func:`repair_table`) and computes missing stats
 (:func:`robopipe.stats.episode_stats_from_files`); the meta job declares the features
@@ -20,7 +20,7 @@ from robopipe.layout import DEFAULT_FEATURE_SPECS, DEFAULT_FEATURES
 if TYPE_CHECKING:  # imported where used: importing this module stays light
     import pyarrow as pa
 
-    from robopipe.conversion.options import ConversionOptions
+    from robopipe.options import ConversionOptions
 
 REPAIRS = {
     "compute_missing_stats": (

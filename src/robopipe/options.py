@@ -55,7 +55,7 @@ class ConversionOptions:
             and camera with the source; ``"all"``: every frame.
         compute_missing_stats, derive_missing_columns, template_placeholders, cast_float64:
             the opt-in repairs of non-standard v2.1 exports
-            (:data:`robopipe.conversion.repairs.REPAIRS` says what each does).
+            (:data:`robopipe.formats.v21_repairs.REPAIRS` says what each does).
         undeclared_columns: the repair of data columns that info.json does not declare:
             ``"drop"`` or ``"declare"`` (None, the default: refused by the check).
     """
