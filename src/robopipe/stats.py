@@ -216,6 +216,165 @@ def restamped_timestamp_stats(length: int, fps: float, dtype: str = "float32") -
     return _to_lists(numeric_stats((np.arange(length) / fps).astype(dtype)))
 
 
+# ---------------------------------------------------------------------------- v2.0 episodes
+V20_TOLERANCE_S = 1e-4  # lerobot 0.3.3 LeRobotDataset(tolerance_s=1e-4)
+
+
+def v20_episode_stats(
+    root: Path,
+    info: Mapping,
+    episode_index: int,
+    length: int,
+    data_file: Path,
+    video_files: Mapping[str, Path],
+    *,
+    tolerance_s: float = V20_TOLERANCE_S,
+) -> dict[str, dict[str, list]]:
+    """One episode's ``episodes_stats.jsonl`` ``"stats"`` for a LeRobot v2.0 dataset, as lerobot
+    0.3.3's v2.0 -> v2.1 script computes it (``datasets/v21/convert_stats.py:34``
+    ``convert_episode_stats``, then ``utils.py:121`` ``serialize_dict``).
+
+    Unlike a v2.1 writer's stats (:func:`compute_episode_stats`), these come from the files,
+    through ``LeRobotDataset``:
+
+    - Every feature of ``info["features"]``, in that order (a ``string`` feature makes
+      lerobot's script fail; so does this function, with ValueError).
+    - Numeric features: the episode's rows of the column as ``hf_transform_to_torch``
+      (``utils.py:257``) gives them, ``torch.tensor`` of the Python values: floats become
+      float32, integers int64, booleans stay bool; then :func:`numeric_stats` (min/max in that
+      dtype, float32 data gives float32 mean/std).
+    - Cameras (``video``): ``sample_episode_video_frames`` (``convert_stats.py:25``). The
+      ``N = estimate_num_samples(length)`` indices of :func:`sample_indices` are passed to
+      ``_get_query_timestamps`` (``lerobot_dataset.py:661``), which reads them as indices
+      into the WHOLE dataset, not the episode (a quirk: they are not offset by the episode's
+      start). So the query times are the ``timestamp`` values of the dataset's rows
+      ``sample_indices(length)``, rows counted over the data files in sorted path order
+      (``load_dataset("parquet", data_dir=root / "data")``); for an episode longer than
+      episode 0, the later samples fall in episode 1 and its times restart at 0 s. The frames
+      of THIS episode's video at those times are decoded (``decode_video_frames_torchcodec``,
+      ``video_utils.py:173``: the frame nearest in time; a query farther than ``tolerance_s``
+      from every frame raises ValueError where lerobot raises AssertionError) as float32
+      ``uint8 / 255`` in [0, 1], full resolution (no downsampling), C-contiguous
+      ``(N, 3, H, W)`` as torchcodec 0.5's stacked frames are (numpy sums in memory order,
+      so the layout fixes the last bits). min/max/mean/std over axes (0, 2, 3)
+      with ``keepdims`` (``get_feature_stats``, ``compute_stats.py:75``), then the batch
+      axis squeezed: float32 arrays of shape ``(3, 1, 1)``, NOT divided by 255 again;
+      ``count`` is ``[N]``.
+    - No quantiles (0.3.3 has none). Values serialised with ``tolist()``: float32 numbers
+      become the Python floats they equal.
+
+    Args:
+        root: the dataset's root (its ``data/`` folder gives the query times).
+        info: ``meta/info.json`` as a dict.
+        episode_index: the episode (named in errors).
+        length: its number of frames (``episodes.jsonl``'s ``length``).
+        data_file: its parquet file.
+        video_files: camera key -> its mp4, one per ``video`` feature.
+
+    Raises:
+        ValueError: a string or image feature (lerobot's script fails on a string one;
+            image features are not handled here), a one-frame episode with a camera
+            (lerobot's ``squeeze(0)`` then fails), a column missing, or a frame too far from
+            its query time.
+    """
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(data_file)
+    query_times = None
+    stats = {}
+    for key, feature in info["features"].items():
+        dtype = feature.get("dtype")
+        if dtype in ("string", "image"):
+            raise ValueError(f"episode {episode_index}: {dtype} feature {key!r} is not supported")
+        if dtype == "video":
+            if length < 2:
+                raise ValueError(f"episode {episode_index}: one frame, lerobot 0.3 fails on it")
+            if query_times is None:
+                query_times = _leading_timestamps(root, length)[sample_indices(length)]
+            frames = _frames_at(video_files[key], query_times, tolerance_s, episode_index)
+            raw = _feature_stats(frames, axis=(0, 2, 3), keepdims=True)
+            stats[key] = {k: v if k == "count" else np.squeeze(v, axis=0) for k, v in raw.items()}
+        else:
+            if key not in table.schema.names:
+                raise ValueError(f"episode {episode_index}: no column {key!r} in {data_file}")
+            stats[key] = numeric_stats(_torch_values(table.column(key)))
+    return {key: _to_lists(value) for key, value in stats.items()}
+
+
+def _torch_values(column: pa.ChunkedArray) -> np.ndarray:
+    # lerobot 0.3.3 utils.py:257 hf_transform_to_torch: torch.tensor of each row's Python value
+    # (float -> float32, int -> int64), stacked by np.array
+    import pyarrow as pa
+
+    leaf = column.type
+    while (
+        pa.types.is_list(leaf) or pa.types.is_fixed_size_list(leaf) or pa.types.is_large_list(leaf)
+    ):
+        leaf = leaf.value_type
+    if pa.types.is_floating(leaf):
+        dtype = np.float32
+    elif pa.types.is_integer(leaf):
+        dtype = np.int64
+    elif pa.types.is_boolean(leaf):
+        dtype = np.bool_
+    else:
+        raise ValueError(f"column of type {column.type}: not a numeric feature")
+    return np.array(column.to_pylist(), dtype=dtype)
+
+
+def _leading_timestamps(root: Path, count: int) -> np.ndarray:
+    """The ``timestamp`` values of the dataset's first ``count`` rows, the data files read in
+    sorted path order (``load_dataset``'s order): float32 ``(count,)``."""
+    import pyarrow.parquet as pq
+
+    values, held = [], 0
+    for path in sorted((Path(root) / "data").rglob("*.parquet")):
+        if held >= count:
+            break
+        column = pq.read_table(path, columns=["timestamp"]).column("timestamp")
+        values.append(column.to_numpy().astype(np.float32))
+        held += len(values[-1])
+    if held < count:
+        raise ValueError(f"{root}: {held} rows in data/, fewer than an episode's {count}")
+    return np.concatenate(values)[:count]
+
+
+def _frames_at(path: Path, times: np.ndarray, tolerance_s: float, episode: int) -> np.ndarray:
+    """The mp4's frames nearest to ``times`` (seconds), as lerobot 0.3.3 gives them to the
+    stats: float32 ``uint8 / 255``, C-contiguous ``(N, 3, H, W)``."""
+    import av
+
+    from robopipe.remux import MP4
+
+    times = times.astype(np.float64)
+    last = times.max() + tolerance_s
+    kept_times, kept = [], []  # only frames within tolerance_s of a query time
+    with av.open(str(path), format=MP4) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for frame in container.decode(stream):
+            if frame.time > last:
+                break
+            if np.any(np.abs(times - frame.time) < tolerance_s):
+                kept_times.append(frame.time)
+                kept.append(frame.to_ndarray(format="rgb24"))
+    found = np.array(kept_times)
+    nearest = [int(np.abs(found - t).argmin()) if kept else -1 for t in times]
+    far = [
+        t for t, j in zip(times, nearest, strict=True) if j < 0 or abs(found[j] - t) >= tolerance_s
+    ]
+    if far:
+        raise ValueError(
+            f"episode {episode}: no frame of {path} within {tolerance_s} s of "
+            f"{far[:5]} s (lerobot 0.3's video tolerance)"
+        )
+    height, width, _ = kept[0].shape
+    frames = np.empty((len(times), 3, height, width), dtype=np.float32)
+    for i, position in enumerate(nearest):
+        np.divide(kept[position].transpose(2, 0, 1), np.float32(255), out=frames[i])
+    return frames
+
+
 # ---------------------------------------------------------------------------- many episodes
 def aggregate_feature_stats(stats: list[dict]) -> dict[str, np.ndarray]:
     """Aggregate one feature's stats over episodes (lerobot 0.6.1 ``compute_stats.py:582``).
