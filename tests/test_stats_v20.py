@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from robopipe.layout import V21_DATA_PATH, V21_EPISODES_STATS_PATH, V21_INFO_PATH, V21_VIDEO_PATH
-from robopipe.stats import numeric_stats, sample_indices, v20_episode_stats
+from robopipe.stats import _stats_numpy22, numeric_stats, sample_indices, v20_episode_stats
 
 FPS = 30
 
@@ -129,3 +129,59 @@ def test_refusals(v20, tmp_path):
         )
     with pytest.raises(ValueError, match="within 0.0001 s"):
         _stats(root, 0)
+
+
+def test_sums_in_numpy_2_2_order():
+    """numpy 2.3 changed how float sums are cut into chunks: the stats keep numpy 2.2.6's bits
+    (the numpy of lerobot 0.3.3 on Python 3.10). Expected values printed by numpy 2.2.6."""
+    x = (np.random.default_rng(11).normal(size=30000) * 3 + 1).astype(np.float32)
+    column = _stats_numpy22(x, axis=0, keepdims=True)
+    assert column["mean"].dtype == np.float32 and column["mean"].shape == (1,)
+    assert float(column["mean"][0]).hex() == "0x1.0212380000000p+0"
+    assert float(column["std"][0]).hex() == "0x1.7f46e40000000p+1"
+
+    rng = np.random.default_rng(11)
+    rng.normal(size=8193)
+    frames = rng.integers(0, 256, (7, 3, 101, 97), dtype=np.uint8) / np.float32(255)
+    camera = _stats_numpy22(frames, axis=(0, 2, 3), keepdims=True)
+    assert camera["mean"].shape == (1, 3, 1, 1) and camera["count"].tolist() == [7]
+    assert [float(v).hex() for v in camera["mean"].ravel()] == [
+        "0x1.feae020000000p-2",
+        "0x1.007a000000000p-1",
+        "0x1.fff6620000000p-2",
+    ]
+    assert [float(v).hex() for v in camera["std"].ravel()] == [
+        "0x1.28a0120000000p-2",
+        "0x1.2820be0000000p-2",
+        "0x1.28d3140000000p-2",
+    ]
+    ints = _stats_numpy22(np.arange(20000, dtype=np.int64)[:, None], axis=0, keepdims=False)
+    assert ints["mean"].dtype == np.float64 and ints["mean"].tolist() == [9999.5]
+    assert ints["min"].tolist() == [0] and ints["max"].tolist() == [19999]
+
+
+def test_real_camera_stats_equal_lerobots(shared_datasets, tmp_path):
+    """cr5 episode 2 (275 frames, episode 0 has 197) made v2.0 with timestamps restamped as
+    ``frame_index / fps`` (lerobot 0.3 refuses cr5's own): the camera stats equal those that
+    lerobot 0.3.3's convert_dataset_v20_to_v21 wrote (torchcodec 0.5, numpy 2.2.6)."""
+    source = shared_datasets / "cr5_banana_plate_v21"
+    info = json.loads((source / V21_INFO_PATH).read_text())
+    info["codebase_version"] = "v2.0"
+    for index in range(3):
+        rel = V21_DATA_PATH.format(episode_chunk=0, episode_index=index)
+        table = pq.read_table(source / rel)
+        restamped = (table.column("frame_index").to_numpy() / info["fps"]).astype(np.float32)
+        column = table.schema.get_field_index("timestamp")
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table.set_column(column, "timestamp", pa.array(restamped)), tmp_path / rel)
+    camera = "observation.images.top"
+    video = source / V21_VIDEO_PATH.format(episode_chunk=0, video_key=camera, episode_index=2)
+    data = tmp_path / V21_DATA_PATH.format(episode_chunk=0, episode_index=2)
+    stats = v20_episode_stats(tmp_path, info, 2, 275, data, {camera: video})
+    assert stats[camera] == {
+        "min": [[[0.0]], [[0.0]], [[0.0]]],
+        "max": [[[1.0]], [[1.0]], [[1.0]]],
+        "mean": [[[0.43426522612571716]], [[0.40693652629852295]], [[0.30853912234306335]]],
+        "std": [[[0.2555699646472931]], [[0.20488892495632172]], [[0.21023337543010712]]],
+        "count": [100],
+    }

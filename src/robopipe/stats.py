@@ -241,8 +241,9 @@ def v20_episode_stats(
       lerobot's script fail; so does this function, with ValueError).
     - Numeric features: the episode's rows of the column as ``hf_transform_to_torch``
       (``utils.py:257``) gives them, ``torch.tensor`` of the Python values: floats become
-      float32, integers int64, booleans stay bool; then :func:`numeric_stats` (min/max in that
-      dtype, float32 data gives float32 mean/std).
+      float32, integers int64, booleans stay bool; then min/max/mean/std over axis 0, with
+      ``keepdims`` for a ``(T,)`` column (min/max in that dtype, float32 data gives float32
+      mean/std, integer or bool data float64).
     - Cameras (``video``): ``sample_episode_video_frames`` (``convert_stats.py:25``). The
       ``N = estimate_num_samples(length)`` indices of :func:`sample_indices` are passed to
       ``_get_query_timestamps`` (``lerobot_dataset.py:661``), which reads them as indices
@@ -260,6 +261,12 @@ def v20_episode_stats(
       with ``keepdims`` (``get_feature_stats``, ``compute_stats.py:75``), then the batch
       axis squeezed: float32 arrays of shape ``(3, 1, 1)``, NOT divided by 255 again;
       ``count`` is ``[N]``.
+    - Stored images (``image``): every row of the episode, not a sample, decoded as
+      ``datasets`` and torchvision's ``ToTensor`` do (:func:`_stored_frames`): float32
+      ``(T, C, H, W)`` in [0, 1]; the same reductions, ``count`` ``[T]``.
+    - Sums in numpy 2.2's order (:func:`_sum_numpy22`; the numpy of lerobot 0.3.3 on its
+      Python 3.10): numpy 2.3 and later sum long float runs in another order, which moves
+      the last bits of a camera's mean and std (by up to 1e-6 on cr5).
     - No quantiles (0.3.3 has none). Values serialised with ``tolist()``: float32 numbers
       become the Python floats they equal.
 
@@ -272,10 +279,9 @@ def v20_episode_stats(
         video_files: camera key -> its mp4, one per ``video`` feature.
 
     Raises:
-        ValueError: a string or image feature (lerobot's script fails on a string one;
-            image features are not handled here), a one-frame episode with a camera
-            (lerobot's ``squeeze(0)`` then fails), a column missing, or a frame too far from
-            its query time.
+        ValueError: a string feature (lerobot's script fails on it), a one-frame episode
+            with a video (lerobot's ``squeeze(0)`` then fails), a column missing, an image
+            that is not 8-bit, or a video frame too far from its query time.
     """
     import pyarrow.parquet as pq
 
@@ -284,21 +290,119 @@ def v20_episode_stats(
     stats = {}
     for key, feature in info["features"].items():
         dtype = feature.get("dtype")
-        if dtype in ("string", "image"):
-            raise ValueError(f"episode {episode_index}: {dtype} feature {key!r} is not supported")
+        if dtype == "string":
+            raise ValueError(f"episode {episode_index}: string feature {key!r} (lerobot 0.3 fails)")
+        if dtype != "video" and key not in table.schema.names:
+            raise ValueError(f"episode {episode_index}: no column {key!r} in {data_file}")
         if dtype == "video":
             if length < 2:
                 raise ValueError(f"episode {episode_index}: one frame, lerobot 0.3 fails on it")
             if query_times is None:
                 query_times = _leading_timestamps(root, length)[sample_indices(length)]
             frames = _frames_at(video_files[key], query_times, tolerance_s, episode_index)
-            raw = _feature_stats(frames, axis=(0, 2, 3), keepdims=True)
-            stats[key] = {k: v if k == "count" else np.squeeze(v, axis=0) for k, v in raw.items()}
+        elif dtype == "image":
+            frames = _stored_frames(table.column(key), episode_index)
         else:
-            if key not in table.schema.names:
-                raise ValueError(f"episode {episode_index}: no column {key!r} in {data_file}")
-            stats[key] = numeric_stats(_torch_values(table.column(key)))
+            values = _torch_values(table.column(key))
+            stats[key] = _stats_numpy22(values, axis=0, keepdims=values.ndim == 1)
+            continue
+        raw = _stats_numpy22(frames, axis=(0, 2, 3), keepdims=True)
+        stats[key] = {k: v if k == "count" else np.squeeze(v, axis=0) for k, v in raw.items()}
     return {key: _to_lists(value) for key, value in stats.items()}
+
+
+def _stored_frames(column: pa.ChunkedArray, episode: int) -> np.ndarray:
+    """An image column's frames as lerobot 0.3.3 gives them to the stats: every row, decoded
+    by Pillow as ``datasets``' ``Image`` feature does (EXIF orientation applied), then
+    torchvision's ``ToTensor`` (float32 ``uint8 / 255``, channel-first), stacked by
+    ``np.array``: C-contiguous float32 ``(T, C, H, W)``."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    frames = []
+    for cell in column.to_pylist():
+        with Image.open(io.BytesIO(cell["bytes"])) as image:
+            image.load()
+            if image.getexif().get(Image.ExifTags.Base.Orientation) is not None:
+                image = ImageOps.exif_transpose(image)
+            if image.mode in ("I", "I;16", "F"):
+                raise ValueError(f"episode {episode}: {image.mode} images are not 8-bit")
+            pixels = np.array(image, dtype=np.uint8) * np.uint8(255 if image.mode == "1" else 1)
+        if pixels.ndim == 2:
+            pixels = pixels[:, :, None]
+        frames.append(pixels.transpose(2, 0, 1) / np.float32(255))
+    return np.array(frames)
+
+
+def _stats_numpy22(array: np.ndarray, axis, keepdims: bool) -> dict[str, np.ndarray]:
+    """``get_feature_stats`` (lerobot 0.3.3 ``compute_stats.py:75``) with the sums that numpy
+    2.2 computes, whatever numpy runs here (see :func:`_sum_numpy22`): min/max/mean/std/count
+    of ``array`` over ``axis`` (an int or a tuple), numpy's dtypes (float32 data gives float32,
+    integer or bool data float64 mean/std)."""
+    reduced = (axis,) if isinstance(axis, int) else tuple(axis)
+    count = np.intp(np.prod([array.shape[a] for a in reduced]))  # numpy's _count_reduce_items
+    dtype = np.float64 if array.dtype.kind in "biu" else None  # numpy's _mean and _var
+    # numpy 2.2 _methods._mean and _var, with umr_sum in numpy 2.2's order
+    mean = _sum_numpy22(array, reduced, dtype)
+    mean = np.true_divide(mean, count, out=mean, casting="unsafe")
+    deviation = np.asanyarray(array - mean)
+    deviation = np.multiply(deviation, deviation, out=deviation)
+    var = _sum_numpy22(deviation, reduced, dtype)
+    var = np.true_divide(var, np.maximum(count, 0), out=var, casting="unsafe")
+    std = np.sqrt(var, out=var)
+    if not keepdims:
+        mean, std = mean.squeeze(reduced), std.squeeze(reduced)
+    return {
+        "min": np.min(array, axis=axis, keepdims=keepdims),
+        "max": np.max(array, axis=axis, keepdims=keepdims),
+        "mean": mean,
+        "std": std,
+        "count": np.array([len(array)]),
+    }
+
+
+NUMPY_BUFSIZE = 8192  # numpy's default ufunc buffer size (np.getbufsize()), in elements
+
+
+def _sum_numpy22(array: np.ndarray, reduced: tuple[int, ...], dtype) -> np.ndarray:
+    """``np.add.reduce(array, axis=reduced, dtype=dtype, keepdims=True)`` summed in numpy
+    2.2's order, which numpy 2.3 changed (its iterator no longer cuts inner loops at the
+    buffer size), so float sums differ in the last bits between the two.
+
+    numpy 2.2, for a C-contiguous array: the reduced axes at the end of the shape form runs
+    of contiguous elements; each run is cut into chunks of :data:`NUMPY_BUFSIZE` elements,
+    each chunk is summed pairwise (numpy's ``pairwise_sum``, as ``np.add.reduce`` of that
+    chunk alone sums it in any numpy version), and each output element adds its chunks one
+    after the other, in memory order (the earlier reduced axes, then the chunks). Runs of one
+    element (the last axis kept) make a plain running sum; axes of length 1 do not count.
+    Checked bit for bit against numpy 2.2.6 (the one lerobot 0.3.3's Python 3.10 gets) on
+    camera frames ``(N, 3, H, W)`` over ``(0, 2, 3)``, and on ``(T,)``, ``(T, 1)`` and
+    ``(T, D)`` columns (float32, int64, bool) over axis 0.
+    """
+    keepdims_shape = [1 if a in reduced else n for a, n in enumerate(array.shape)]
+    # numpy's iterator drops axes of length 1
+    axes = [a for a, n in enumerate(array.shape) if n != 1]
+    reduced = tuple(i for i, a in enumerate(axes) if a in reduced)
+    array = np.ascontiguousarray(array).reshape([array.shape[a] for a in axes])
+    split = array.ndim
+    while split and split - 1 in reduced:
+        split -= 1
+    run = int(np.prod(array.shape[split:]))
+    runs = array.reshape(*array.shape[:split], run)
+    chunks = np.stack(
+        [
+            np.add.reduce(runs[..., start : start + NUMPY_BUFSIZE], axis=-1, dtype=dtype)
+            for start in range(0, run, NUMPY_BUFSIZE)
+        ],
+        axis=-1,
+    )  # (*outer, chunks)
+    outer_reduced = [a for a in range(split) if a in reduced]
+    kept = [a for a in range(split) if a not in reduced]
+    steps = chunks.transpose(*outer_reduced, split, *kept)
+    steps = steps.reshape(-1, *[array.shape[a] for a in kept])
+    total = np.add.accumulate(steps, axis=0)[-1]
+    return total.reshape(keepdims_shape)
 
 
 def _torch_values(column: pa.ChunkedArray) -> np.ndarray:
