@@ -37,7 +37,7 @@ def peak_mb() -> int:
 
 
 def run(job: str, args: list[str]) -> None:
-    from robopipe.conversion.options import ConversionOptions
+    from robopipe.options import ConversionOptions
 
     if job == "plan":
         from robopipe.conversion.plan import make_plan
@@ -46,7 +46,9 @@ def run(job: str, args: list[str]) -> None:
         source, out = args
         make_plan(load_source(source, "droid"), ConversionOptions()).save(out)
     elif job == "check":
-        from robopipe.conversion.check import check_source, write_files, write_report
+        from robopipe.checks.parts import write_files
+        from robopipe.checks.report import write_report
+        from robopipe.checks.v21 import check_source
 
         source, out = args
         report = check_source(source, "droid", ConversionOptions(), threads=2)
@@ -54,7 +56,8 @@ def run(job: str, args: list[str]) -> None:
         write_report(report, Path(out) / "check.json")
         print(report.summary())
     elif job == "check-part":
-        from robopipe.conversion.check import check_part, write_part
+        from robopipe.checks.parts import write_part
+        from robopipe.checks.v21 import check_part
 
         source, out, first, stop = args
         stop = None if stop == "-" else int(stop)
@@ -62,7 +65,9 @@ def run(job: str, args: list[str]) -> None:
         part = check_part(source, "droid", options, first=int(first), stop=stop, threads=1)
         write_part(part, out)
     elif job == "check-merge":
-        from robopipe.conversion.check import merge_parts, read_part, write_files, write_report
+        from robopipe.checks.parts import read_part, write_files
+        from robopipe.checks.report import write_report
+        from robopipe.checks.v21 import merge_parts
 
         source, out, *parts = args
         previous = Path(out) / "check_files.json"

@@ -2,7 +2,7 @@
 
 Serves a local v3.0 folder on the Hub stand-in (:mod:`robopipe.bench.hub_standin`, 127.0.0.1, its
 parquets and mp4s as LFS files), checks it at its ``hf://`` URL as ``source_check`` does
-(``robopipe.conversion.check_v30``: the metadata files, range reads of the parquet footers and
+(``robopipe.checks.v30``: the metadata files, range reads of the parquet footers and
 small columns and of each mp4's header and last group of frames), then checks the local
 folder, and prints the bytes and requests the remote check took (from the stand-in's request
 log) against the dataset's bytes, and both wall times. Usage::
@@ -37,7 +37,7 @@ def main() -> None:
     ):
         os.environ.update(hub.client_env(Path(tmp) / "hf_home"))
         # imported after HF_ENDPOINT is set: huggingface_hub reads it on import
-        from robopipe.conversion.check_v30 import check_v30
+        from robopipe.checks.v30 import check_v30
 
         start = time.perf_counter()
         remote = check_v30("hf://datasets/local/ds@main", "ds", threads=args.threads)

@@ -2,7 +2,7 @@
 
 Serves a local v2.1 folder on the Hub stand-in (:mod:`robopipe.bench.hub_standin`, 127.0.0.1, its
 parquets and mp4s as LFS files), then plans it as the ``plan`` job does
-(``robopipe.source_cache.plan_remote``: the listing, the meta files, each parquet's footer by
+(``robopipe.conversion.plan.plan_remote``: the listing, the meta files, each parquet's footer by
 range reads) and checks it as ``source_check`` does (range reads of the parquet columns it
 checks and of each mp4's header and last packets), and prints, from the stand-in's request
 log, the bytes each read against the dataset's bytes (meta/, data/ and videos/). Usage::
@@ -37,9 +37,9 @@ def main() -> None:
     ):
         os.environ.update(hub.client_env(Path(tmp) / "hf_home"))
         # imported after HF_ENDPOINT is set: huggingface_hub reads it on import
-        from robopipe.conversion.check import check_source
-        from robopipe.conversion.options import ConversionOptions
-        from robopipe.source_cache import plan_remote
+        from robopipe.checks.v21 import check_source
+        from robopipe.conversion.plan import plan_remote
+        from robopipe.options import ConversionOptions
 
         options = ConversionOptions(restamp_timestamps=True)
         manifest = Path(tmp) / "source.sqlite"

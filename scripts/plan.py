@@ -1,11 +1,10 @@
 """Snakemake job: plan the conversion of one dataset (results/{dataset}/plan.json); a remote
 source is listed first into its manifest (the job's `source`), from which later jobs read it."""
 
-from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.plan import make_plan
+from robopipe.conversion.plan import make_plan, plan_remote
 from robopipe.formats.v21_reader import load_source
 from robopipe.jobs import logged
-from robopipe.source_cache import plan_remote
+from robopipe.options import ConversionOptions
 
 with logged(snakemake, pandas=False) as log:
     options = ConversionOptions.from_config(snakemake.params.options)

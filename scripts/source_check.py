@@ -14,17 +14,12 @@ notes (compared with results/{dataset}/check_files.json, which the job keeps).
 import sys
 from pathlib import Path
 
-from robopipe.conversion.check import (
-    check_part,
-    merge_parts,
-    read_part,
-    read_report,
-    write_files,
-    write_report,
-)
-from robopipe.conversion.check_v30 import check_v30
-from robopipe.conversion.options import ConversionOptions
+from robopipe.checks.parts import read_part, write_files
+from robopipe.checks.report import read_report, write_report
+from robopipe.checks.v21 import check_part, merge_parts
+from robopipe.checks.v30 import check_v30
 from robopipe.jobs import logged
+from robopipe.options import ConversionOptions
 
 with logged(snakemake, pandas=False) as log:
     dataset = snakemake.wildcards.dataset

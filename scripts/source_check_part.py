@@ -2,9 +2,10 @@
 (results/{dataset}/check_parts/part-{part}.json): the part of the source check that rule
 source_check merges, with the metadata's checks, into the one report (check.json)."""
 
-from robopipe.conversion.check import check_part, write_part
-from robopipe.conversion.options import ConversionOptions
+from robopipe.checks.parts import write_part
+from robopipe.checks.v21 import check_part
 from robopipe.jobs import logged
+from robopipe.options import ConversionOptions
 
 with logged(snakemake, pandas=False) as log:
     first, stop = snakemake.params.episodes

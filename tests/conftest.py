@@ -32,6 +32,11 @@
     s3fs file system on it, ``.requests()`` the request lines it has served
     (``"GET /<bucket>/<key> HTTP/1.1"``).
 
+``small_source`` (with ``cr5_small`` and ``demo_small``)
+    A private copy (``tmp_path/src``, real file copies, never links, so that damaging it cannot
+    touch the original) of a small v2.1 dataset to damage, parametrised over 4 episodes of the
+    real cr5 recording (skipped where ``../shared`` is absent) and 4 generated demo episodes.
+
 ``shared_datasets``
     The folder of real datasets, ``../shared/datasets`` relative to the repository root, as
     a resolved ``Path``; the test is skipped when that folder is absent (a fresh clone).
@@ -42,6 +47,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -51,6 +57,7 @@ import pytest
 import yaml
 
 from robopipe.demo import demo_cameras, generate_demo
+from robopipe.formats.v21_repeat import make_repeated
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -103,6 +110,26 @@ def shared_datasets() -> Path:
     if not path.is_dir():
         pytest.skip(f"real datasets not available ({path} is missing)")
     return path
+
+
+@pytest.fixture(scope="session")
+def cr5_small(shared_datasets, tmp_path_factory) -> Path:
+    """The first 4 episodes of cr5 (640x480 AV1, 10 fps, timestamps off frame_index / fps)."""
+    dest = tmp_path_factory.mktemp("cr5") / "cr5x4"
+    return make_repeated(shared_datasets / "cr5_banana_plate_v21", dest, episodes=4)
+
+
+@pytest.fixture(scope="session")
+def demo_small(make_v21) -> Path:
+    """4 generated episodes with 2 cameras (32x48 AV1, 30 fps)."""
+    return make_v21(episodes=4, min_length=10, max_length=16)
+
+
+@pytest.fixture(params=["cr5", "demo"])
+def small_source(request, tmp_path) -> Path:
+    """A private copy of a 4-episode dataset, cr5's or the demo's."""
+    base = request.getfixturevalue(f"{request.param}_small")
+    return Path(shutil.copytree(base, tmp_path / "src"))
 
 
 SNAKEFILE = REPO_ROOT / "Snakefile"

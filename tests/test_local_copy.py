@@ -9,7 +9,7 @@ import pytest
 
 from robopipe.bench import servers
 from robopipe.bench.servers import serve_nginx
-from robopipe.conversion.check_v30 import check_v30
+from robopipe.checks.v30 import check_v30
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
 from robopipe.local_copy import make_local_copy

@@ -15,7 +15,7 @@ checked by its kind:
 
 Any other command fails, so that a new kind of README command gets a check here first.
 
-Every relative link of ``README.md`` and ``docs/*.md`` must point at an existing file, and a
+Every relative link of ``README.md`` and ``docs/**/*.md`` must point at an existing file, and a
 link's ``#anchor`` at a heading of the Markdown file it names; the README links every page of
 ``docs/`` and has at most 200 lines.
 
@@ -226,7 +226,8 @@ def test_readme_links_every_docs_page():
 
 
 def markdown_files() -> list[Path]:
-    return [README, *sorted(DOCS.glob("*.md"))]
+    """The README and every page of ``docs/``, ``docs/figures/`` included."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
 
 
 def prose(markdown: str) -> str:

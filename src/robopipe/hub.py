@@ -10,7 +10,7 @@ import os
 from fsspec.spec import AbstractBufferedFile
 
 from robopipe.errors import DatasetError
-from robopipe.source_cache import DATASET_FOLDERS
+from robopipe.layout import DATASET_FOLDERS
 
 # huggingface_hub's telemetry contacts huggingface.co whatever HF_ENDPOINT says; it reads this
 # when it is imported, which robopipe's jobs do through this module

@@ -13,6 +13,8 @@ V21_INFO_PATH = "meta/info.json"
 V21_EPISODES_PATH = "meta/episodes.jsonl"
 V21_EPISODES_STATS_PATH = "meta/episodes_stats.jsonl"
 V21_TASKS_PATH = "meta/tasks.jsonl"
+# the top folders of a dataset: a v2.1 source's that the conversion reads, a v3.0 target's
+DATASET_FOLDERS = ("meta", "data", "videos")
 
 # v3.0 (episodes packed into chunked files)
 CHUNK_FILE_PATTERN = "chunk-{chunk_index:03d}/file-{file_index:03d}"

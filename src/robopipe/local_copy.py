@@ -15,8 +15,8 @@ import shutil
 from collections.abc import Iterable
 from pathlib import Path
 
-from robopipe.conversion.check import CheckReport
-from robopipe.conversion.check_v30 import check_v30
+from robopipe.checks.report import CheckReport
+from robopipe.checks.v30 import check_v30
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import open_url
 

@@ -34,8 +34,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from robopipe import hub
 from robopipe.atomic import atomic_path
 from robopipe.errors import DatasetError
+from robopipe.formats.v21_reader import V21_META_FILES, V21Source, load_source
+from robopipe.layout import DATASET_FOLDERS
 
 MANIFEST_VERSION = 1
 MANIFEST_SUFFIX = ".sqlite"
@@ -46,8 +49,6 @@ RANGE_BLOCK = 64 * 1024  # the least bytes one range request of an mp4 or parque
 DOWNLOAD_BLOCK = 8 * 2**20  # bytes of one range request of a download
 FETCH_THREADS = 4  # files one job fetches at once
 LOCKS = ".locks"  # the cache's lock files, one per source file
-# the folders of a v2.1 dataset that the conversion reads
-DATASET_FOLDERS = ("meta", "data", "videos")
 
 
 @dataclass
@@ -131,8 +132,6 @@ class RemoteSource:
         ``FileNotFoundError`` if not listed."""
         size = self.size(rel)
         if repo := self.hub_repo:
-            from robopipe import hub
-
             return hub.HubRangeFile(*repo, rel, size, block_size, cache_type)
         fs, root = self._fs()
         return fs.open(
@@ -260,8 +259,6 @@ def list_remote(
         DatasetError: the repo, revision or folder does not exist, or it holds no
             ``meta/info.json``.
     """
-    from robopipe import hub
-
     if url and url.startswith(HUB_SCHEME):
         repo_id, _, revision = url[len(HUB_SCHEME) :].rstrip("/").partition("@")
         revision = revision or "main"
@@ -413,32 +410,27 @@ def fetch_video_file_sources(source, plan, video_key: str, chunk: int, file: int
     )
 
 
-def plan_remote(manifest: str | Path, name: str, options, *, url: str, cache: str, **listing):
-    """List the remote v2.1 source at ``url`` into ``manifest``, then plan its conversion
-    from its metadata alone: the meta files (fetched into the cache), sizes from the listing
-    and parquet footers by range reads, read ahead in parallel. The plan's ``source`` is the
-    manifest, from which every later job opens the source. ``listing``: keywords of
-    :func:`list_remote` (``storage_options``).
-
-    Returns:
-        The :class:`robopipe.conversion.plan.Plan`.
+def source_root(root: str | Path, name: str) -> tuple[Path, RemoteSource | None]:
+    """The folder a v2.1 source's readers open, and its remote (or None): ``root`` itself
+    for a local folder; for the manifest of a remote source (a ``.sqlite`` file, written by the
+    plan job), its cache folder, with the meta files fetched into it.
 
     Raises:
-        DatasetError: as :func:`list_remote`, :func:`robopipe.formats.v21_reader.load_source`
-            and :func:`robopipe.conversion.plan.make_plan`.
+        DatasetError: a meta file's download does not verify.
     """
-    import dataclasses
+    if not is_manifest(root):
+        return Path(root), None
+    remote = load_manifest(root)
+    remote.fetch(rel for rel in V21_META_FILES if rel in remote.files)
+    return remote.root, remote
 
-    from robopipe.conversion.plan import make_plan
-    from robopipe.formats.v21_reader import load_source
 
-    list_remote(name, cache, url=url, **listing).save(manifest)
-    source = load_source(manifest, name, template_placeholders=options.template_placeholders)
-    skip = set(options.skip_episodes)
-    source.remote.read_ahead(
-        source.data_file(e["episode_index"]).relative_to(source.root).as_posix()
-        for e in source.episodes
-        if e["episode_index"] not in skip
-    )
-    plan = make_plan(source, options)
-    return dataclasses.replace(plan, source=str(Path(manifest).resolve()))
+def load_v21(root: str | Path, name: str, *, template_placeholders: bool = False) -> V21Source:
+    """:func:`robopipe.formats.v21_reader.load_source` of a local v2.1 folder or of a remote
+    source's manifest (:func:`source_root`).
+
+    Raises:
+        DatasetError: as :func:`source_root` and :func:`robopipe.formats.v21_reader.load_source`.
+    """
+    folder, remote = source_root(root, name)
+    return load_source(folder, name, template_placeholders=template_placeholders, remote=remote)

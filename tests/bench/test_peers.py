@@ -9,6 +9,7 @@ import jsonschema
 import pytest
 import torch
 
+from robopipe import peer_env
 from robopipe.bench import peers
 from robopipe.bench.runner import Settings, run_scenario
 from robopipe.conversion.serial import convert_dataset
@@ -19,8 +20,8 @@ from robopipe.scenario_result import scenario_schema
 from robopipe.workflow.bench import skipped_peers
 
 REPO = Path(__file__).resolve().parents[2]
-PEER_PYTHON = str(REPO / peers.DEFAULT_PEER_PYTHON)
-HAS_PEERS = "lerobot-lancedb" in peers.peer_packages(PEER_PYTHON)
+PEER_PYTHON = str(REPO / peer_env.DEFAULT_PEER_PYTHON)
+HAS_PEERS = "lerobot-lancedb" in peer_env.peer_packages(PEER_PYTHON)
 needs_peers = pytest.mark.skipif(
     not HAS_PEERS, reason="no peer environment with lerobot-lancedb (tools/install.sh --peers)"
 )
@@ -29,24 +30,24 @@ QUICK = Settings(batch_size=4, warmup_batches=1, steady_s=0.5, probe_samples=8)
 
 def test_peer_python_defaults_to_the_venv_in_the_workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert peers.peer_python({}) is None
-    assert peers.peer_python({"lerobot_python": "/x/python"}) == "/x/python"
-    venv = tmp_path / peers.DEFAULT_PEER_PYTHON
+    assert peer_env.peer_python({}) is None
+    assert peer_env.peer_python({"lerobot_python": "/x/python"}) == "/x/python"
+    venv = tmp_path / peer_env.DEFAULT_PEER_PYTHON
     venv.parent.mkdir(parents=True)
     venv.touch()
-    assert peers.peer_python({}) == peers.DEFAULT_PEER_PYTHON
-    assert peers.peer_python({"lerobot_python": None}) is None  # turned off
+    assert peer_env.peer_python({}) == peer_env.DEFAULT_PEER_PYTHON
+    assert peer_env.peer_python({"lerobot_python": None}) is None  # turned off
 
 
 def test_without_peers_the_run_says_what_it_skips(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     matrix = {"loader": ["robopipe_map", "lerobot_map", "lancedb_map"]}
     assert skipped_peers({"matrix": matrix}) == {
-        "lerobot_map": peers.NO_PEERS,
-        "lancedb_map": peers.NO_PEERS,
+        "lerobot_map": peer_env.NO_PEERS,
+        "lancedb_map": peer_env.NO_PEERS,
     }
-    assert peers.peer_packages(None) == {}
-    assert peers.peer_packages(str(tmp_path / "no-python")) == {}
+    assert peer_env.peer_packages(None) == {}
+    assert peer_env.peer_packages(str(tmp_path / "no-python")) == {}
 
 
 def test_lance_reads_moto_with_s3fs_options():

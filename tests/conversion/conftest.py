@@ -1,14 +1,9 @@
-"""Small v2.1 datasets to damage: 4 episodes of the real cr5 recording (skipped where
-``../shared`` is absent) and 4 generated demo episodes (always available).
-
-``small_source`` is parametrised over both; each test gets its own copy (``tmp_path/src``),
-made with real file copies, never links, so that damaging it cannot touch the original.
-"""
+"""Non-standard v2.1 exports and lerobot 0.6.1's loader, for the conversion tests (the small
+datasets to damage, ``small_source``, are in ``tests/conftest.py``)."""
 
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -18,12 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from robopipe.bench.lerobot_compat import check_loader, sample_indices
-from robopipe.formats.v21_repeat import make_repeated
 from robopipe.layout import DEFAULT_FEATURES
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-LEROBOT_PYTHON = REPO_ROOT / ".venv-lerobot" / "bin" / "python"
-
+LEROBOT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-lerobot" / "bin" / "python"
 
 VECTORS = ("observation.state", "action")
 
@@ -83,23 +75,3 @@ def lerobot_loads():
         assert check_loader(LEROBOT_PYTHON, converted, source, indices, work / "hf", work) == []
 
     return check
-
-
-@pytest.fixture(scope="session")
-def cr5_small(shared_datasets, tmp_path_factory) -> Path:
-    """The first 4 episodes of cr5 (640x480 AV1, 10 fps, timestamps off frame_index / fps)."""
-    dest = tmp_path_factory.mktemp("cr5") / "cr5x4"
-    return make_repeated(shared_datasets / "cr5_banana_plate_v21", dest, episodes=4)
-
-
-@pytest.fixture(scope="session")
-def demo_small(make_v21) -> Path:
-    """4 generated episodes with 2 cameras (32x48 AV1, 30 fps)."""
-    return make_v21(episodes=4, min_length=10, max_length=16)
-
-
-@pytest.fixture(params=["cr5", "demo"])
-def small_source(request, tmp_path) -> Path:
-    """A private copy of a 4-episode dataset, cr5's or the demo's."""
-    base = request.getfixturevalue(f"{request.param}_small")
-    return Path(shutil.copytree(base, tmp_path / "src"))

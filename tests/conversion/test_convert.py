@@ -11,7 +11,6 @@ import pytest
 
 from robopipe.conversion.aggregate import aggregate_video
 from robopipe.conversion.meta import _SourceStats, _tables, write_episodes
-from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import make_plan
 from robopipe.conversion.serial import convert_dataset
 from robopipe.conversion.shard import build_shard
@@ -19,6 +18,7 @@ from robopipe.conversion.validate import validate, validate_data_file, validate_
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
 from robopipe.layout import SHARD_STATS, V21_EPISODES_STATS_PATH, data_path, video_path
+from robopipe.options import ConversionOptions
 
 
 @pytest.fixture(scope="module")

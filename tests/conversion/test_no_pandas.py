@@ -21,8 +21,8 @@ from pathlib import Path
 from robopipe.jobs import hide_pandas
 hide_pandas()
 from robopipe.conversion.aggregate import aggregate_data, aggregate_video
-from robopipe.conversion.check import check_source
-from robopipe.conversion.options import ConversionOptions
+from robopipe.checks.v21 import check_source
+from robopipe.options import ConversionOptions
 from robopipe.conversion.plan import load_plan, make_plan
 from robopipe.conversion.shard import build_shard
 from robopipe.conversion.validate import validate, validate_data_file, validate_video_file

@@ -5,7 +5,6 @@ import random
 
 import pytest
 
-from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import (
     EPISODE_WORK_MB,
     PlannedEpisode,
@@ -16,6 +15,7 @@ from robopipe.conversion.plan import (
 )
 from robopipe.formats.v21_reader import load_source
 from robopipe.layout import next_chunk_file
+from robopipe.options import ConversionOptions
 
 
 def test_rollover_checks_before_adding():

@@ -18,18 +18,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.conversion.check import SourceCheckError, check_source
-from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.repairs import REPAIRS
+from robopipe.checks.report import SourceCheckError
+from robopipe.checks.v21 import check_source
 from robopipe.conversion.serial import convert_dataset
 from robopipe.conversion.validate import DataFiles, _check_declared_columns
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
+from robopipe.formats.v21_repairs import REPAIRS
 from robopipe.formats.v30_reader import read_meta
 from robopipe.layout import DEFAULT_FEATURE_SPECS, DEFAULT_FEATURES
+from robopipe.options import ConversionOptions
 
 DEFAULTS = list(DEFAULT_FEATURES)
-ALL_REPAIRS = {"restamp_timestamps": True, **dict.fromkeys(REPAIRS, True)}
+# every repair on but undeclared_columns, which would repair the undeclared column below
+ALL_REPAIRS = {
+    "restamp_timestamps": True,
+    **{name: True for name in REPAIRS if name != "undeclared_columns"},
+}
 REAL_EXPORT = {"wall_clock": True, "own_features_only": True}
 
 
@@ -89,7 +94,7 @@ def test_an_undeclared_data_column_is_one_line_naming_the_fix(
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"dataset 'export': episode 0: file {first.file}: ")
-    assert "'next.reward'" in message and "declare it" in message
+    assert "'next.reward'" in message and "`undeclared_columns: drop`" in message
     assert not (tmp_path / "v3.0").exists()
 
 

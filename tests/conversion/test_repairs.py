@@ -14,13 +14,15 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.conversion.check import check_source
-from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.repairs import REPAIRS
+from robopipe.checks.v21 import check_source
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
+from robopipe.formats.v21_repairs import REPAIRS
+from robopipe.options import ConversionOptions
 
 VECTORS = ("observation.state", "action")  # the vectors the export makes float64
+# every repair on: the bool ones, and undeclared columns declared
+ALL_REPAIRS = {**dict.fromkeys(REPAIRS, True), "undeclared_columns": "declare"}
 
 
 def _reason(report) -> str:
@@ -43,10 +45,10 @@ def test_each_problem_names_its_repair(small_source, non_standard_export):
     repaired = check_source(
         small_source,
         "export",
-        ConversionOptions(restamp_timestamps=True, **dict.fromkeys(REPAIRS, True)),
+        ConversionOptions(restamp_timestamps=True, **ALL_REPAIRS),
     )
     assert repaired.ok, repaired.summary()
-    assert repaired.to_json()["repairs"] == dict.fromkeys(REPAIRS, True)
+    assert repaired.to_json()["repairs"] == ALL_REPAIRS
 
 
 def test_repairs_convert_a_non_standard_export(
@@ -57,9 +59,9 @@ def test_repairs_convert_a_non_standard_export(
     )
     non_standard_export(small_source)
     out = tmp_path / "v3.0"
-    options = {"restamp_timestamps": True, **dict.fromkeys(REPAIRS, True)}
+    options = {"restamp_timestamps": True, **ALL_REPAIRS}
     plan = convert_dataset(small_source, out, name="export", **options)  # validated
-    assert all(getattr(plan.options, name) for name in REPAIRS)
+    assert all(getattr(plan.options, name) == on for name, on in ALL_REPAIRS.items())
 
     data = pq.read_table(sorted(out.glob("data/*/*.parquet"))[0])
     reference = pa.concat_tables(

@@ -8,7 +8,7 @@ import torch
 from huggingface_hub import HfApi
 from huggingface_hub.errors import BucketNotFoundError
 
-from robopipe.conversion.check_v30 import check_v30
+from robopipe.checks.v30 import check_v30
 from robopipe.loading import MapDataset, StreamingDataset
 
 BUCKET = "me/robot-data"

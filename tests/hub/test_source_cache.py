@@ -7,12 +7,12 @@ import threading
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.conversion.check import check_source
-from robopipe.conversion.options import ConversionOptions
-from robopipe.conversion.plan import make_plan
+from robopipe.checks.v21 import check_source
+from robopipe.conversion.plan import make_plan, plan_remote
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
-from robopipe.source_cache import list_remote, load_manifest, plan_remote, remove_cache
+from robopipe.options import ConversionOptions
+from robopipe.source_cache import list_remote, load_manifest, remove_cache
 
 LFS = ("*.mp4", "*.parquet")
 TOPS = ("meta", "data", "videos")

@@ -2,9 +2,9 @@
 
 import pytest
 
-from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import make_plan
 from robopipe.formats.v21_reader import load_source
+from robopipe.options import ConversionOptions
 from robopipe.workflow import bench, targets
 
 
@@ -71,7 +71,7 @@ MATRIX = {
 def test_scenarios_per_source_kind(monkeypatch):
     plain = bench.scenarios({"matrix": MATRIX, "lerobot_python": None}, robomimic_source=False)
     assert plain == ["robopipe_map_local_single_cpu_w2_n1", "robopipe_map_local_single_cuda_w2_n1"]
-    # an interpreter with lerobot installed (robopipe.bench.peers.peer_packages)
+    # an interpreter with lerobot installed (robopipe.peer_env.peer_packages)
     monkeypatch.setattr(bench, "peer_packages", lambda python: {"lerobot": "0.6.1"})
     with_lerobot = bench.scenarios(
         {"matrix": MATRIX, "lerobot_python": "python3"}, robomimic_source=True

@@ -7,6 +7,7 @@
 # not inputs: Snakemake's scheduler stats every input of every ready job on each scheduling
 # round, which for 972 episodes was 300,000 stat calls and a quarter of the run's CPU time.
 from robopipe.bench.peers import peer_python
+from robopipe.formats.v21_repairs import shards_compute_stats
 from robopipe.layout import (
     CHECK_FILE,
     CHECK_PART_FILE,
@@ -141,8 +142,8 @@ def data_file_shards(wildcards):
 
 
 def stats_shards(wildcards):
-    """input of meta: the shard folders, where the compute_missing_stats repair is on."""
-    if not DATASETS.options(wildcards.dataset).compute_missing_stats:
+    """input of meta: the shard folders, where a repair computes stats in them."""
+    if not shards_compute_stats(DATASETS.options(wildcards.dataset)):
         return []
     return targets.shard_dirs(plan_of(wildcards.dataset), wildcards.dataset)
 

@@ -39,7 +39,7 @@ import tempfile
 from pathlib import Path
 
 from robopipe.bench.lerobot_convert import REPO_ID, offline_env, run_lerobot_converter
-from robopipe.bench.peers import DEFAULT_PEER_PYTHON
+from robopipe.peer_env import DEFAULT_PEER_PYTHON
 
 FLOAT_TOL = 1e-6  # from/to timestamps (s) and stats (relative): issue 2's tolerances
 FRAMES_SCRIPT = Path(__file__).with_name("lerobot_frames.py")

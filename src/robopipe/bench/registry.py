@@ -88,7 +88,7 @@ class LoaderSpec:
     ) -> bool:
         """Whether a scenario of this loader runs for a dataset: a loader of the peer
         interpreter only when that has its :attr:`peer_package` (``peers``: the distributions
-        installed there, :func:`robopipe.bench.peers.peer_packages`), loaders that read a
+        installed there, :func:`robopipe.peer_env.peer_packages`), loaders that read a
         robomimic file only for a dataset whose source is one (``robomimic_source``), and
         only a loader that :attr:`selects_episodes` for a dataset whose episodes are
         selected (``episodes_selected``: a v3.0 dataset's ``episodes:``/``skip_episodes``)."""

@@ -31,7 +31,7 @@ from robopipe.bench.measure import (
     measure_throughput,
     random_items,
 )
-from robopipe.bench.peers import check_items, peer_python, run_peer
+from robopipe.bench.peers import check_items, run_peer
 from robopipe.bench.registry import get_loader
 from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
@@ -40,6 +40,7 @@ from robopipe.copies.encodings import LANCE
 from robopipe.layout import COPY_FILE, DEFAULT_TOLERANCE_S
 from robopipe.loading import collate, mode_delta_timestamps, read_meta
 from robopipe.loading.batches import batch_frame_mb, prefetch_factor_within
+from robopipe.peer_env import peer_python
 from robopipe.ranks import current_node
 from robopipe.scenario_result import write_scenario_result
 
@@ -80,7 +81,7 @@ class Settings:
         lerobot_python: the peer interpreter (lerobot 0.6.1, lerobot-lancedb) for the peer
             loaders (``lerobot_*``, ``lancedb_map``), or None; :meth:`from_config` defaults
             it to ``.venv-lerobot/bin/python`` where that exists
-            (:func:`robopipe.bench.peers.peer_python`).
+            (:func:`robopipe.peer_env.peer_python`).
         robomimic_lru_mb: MiB of demos the ``robopipe_seq_lru`` loader's LRU cache holds.
         sources: remote URL templates per source (``{dataset}`` is replaced), for example
             ``{"s3": "s3://bucket/{dataset}", "hf": "hf://datasets/me/{dataset}"}``; an
@@ -121,7 +122,7 @@ class Settings:
     @classmethod
     def from_config(cls, bench: dict) -> Settings:
         """Settings from ``config["bench"]``; keys that are not settings (matrix) are ignored;
-        ``lerobot_python`` left out is :func:`robopipe.bench.peers.peer_python`'s default."""
+        ``lerobot_python`` left out is :func:`robopipe.peer_env.peer_python`'s default."""
         names = {f.name for f in fields(cls)}
         chosen = {k: v for k, v in bench.items() if k in names}
         return cls(**{**chosen, "lerobot_python": peer_python(bench)})

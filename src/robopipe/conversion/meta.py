@@ -25,9 +25,15 @@ import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.repairs import with_default_features
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import STATS_FIX, V21Source
+from robopipe.formats.v21_repairs import (
+    output_features,
+    repairs_of,
+    undeclared_columns_to,
+    with_default_features,
+)
+from robopipe.formats.v30_reader import INFO_KEYS
 from robopipe.layout import (
     DATA_PATH,
     DEFAULT_DATA_FILE_SIZE_IN_MB,
@@ -45,23 +51,6 @@ from robopipe.stats import StatsAggregator, restamped_timestamp_stats
 # lerobot 0.6.1 writes one episodes file, and refuses one whose table exceeds this
 # (io_utils.py:190-208, DEFAULT_DATA_FILE_SIZE_IN_MB, not the converter's argument).
 EPISODES_FILE_SIZE_IN_MB = DEFAULT_DATA_FILE_SIZE_IN_MB
-
-# lerobot 0.6.1 DatasetInfo field order (datasets/utils.py:114-235); other keys are dropped.
-INFO_KEYS = (
-    "codebase_version",
-    "fps",
-    "features",
-    "total_episodes",
-    "total_frames",
-    "total_tasks",
-    "chunks_size",
-    "data_files_size_in_mb",
-    "video_files_size_in_mb",
-    "data_path",
-    "video_path",
-    "robot_type",
-    "splits",
-)
 
 
 def write_meta(
@@ -84,19 +73,29 @@ def write_meta(
         restamp_timestamps: the shards rewrote ``timestamp`` as ``frame_index / fps``, so its
             stats are computed from those values instead of copied from the source.
         shard_dirs: the shard jobs' folders, read for the stats they computed with the
-            ``compute_missing_stats`` repair (``stats.json``, where present).
+            ``compute_missing_stats`` and ``undeclared_columns: declare`` repairs
+            (``stats.json``, where present).
 
     ``info.json`` declares lerobot's default features (``timestamp``, ``frame_index``,
-    ``episode_index``, ``index``, ``task_index``) even where the source's does not
-    (:func:`robopipe.conversion.repairs.with_default_features`, dtypes from the first
-    episode's parquet): lerobot's loader reads only declared columns.
+    ``episode_index``, ``index``, ``task_index``) even where the source's does not, and with
+    ``undeclared_columns: declare`` the columns the source's does not declare
+    (:func:`robopipe.formats.v21_repairs.output_features`, dtypes from the first episode's
+    parquet): lerobot's loader reads only declared columns. An episode's stats are its
+    ``episodes_stats.jsonl`` entry with those the shard computed added (or the computed
+    ones alone where the entry is missing), less those of columns that
+    ``undeclared_columns: drop`` left out.
 
     Raises:
-        DatasetError: an episode has stats neither in the source nor in a shard; the first
+        DatasetError: an episode has stats neither in the source nor in a shard, or no
+            shard's stats of a column ``undeclared_columns: declare`` declares; the first
             episode's parquet is unreadable.
     """
     meta_dir = Path(meta_dir)
-    features = with_default_features(source.info["features"], _source_schema(source, plan))
+    repairs = repairs_of(plan.options)
+    schema = _source_schema(source, plan)
+    features = output_features(source.info["features"], schema, repairs)
+    dropped = undeclared_columns_to("drop", schema.names, source.info["features"], repairs)
+    declared = undeclared_columns_to("declare", schema.names, source.info["features"], repairs)
     durations, time_bases = _video_durations(plan, video_episodes)
     computed = {}
     for shard_dir in shard_dirs:
@@ -108,8 +107,18 @@ def write_meta(
 
     def stats_of(ep: PlannedEpisode) -> dict:
         entry = found.get(ep.source_episode_index)
-        if entry is None:
-            entry = computed.get(str(ep.source_episode_index))
+        added = computed.get(str(ep.source_episode_index))
+        lacking = [name for name in declared if name not in (added or {})]
+        if lacking:
+            raise source.error(
+                f"no stats computed for {lacking[0]!r}, which `undeclared_columns: declare` "
+                "declares: the meta job reads them from the shard jobs' stats.json",
+                episode=ep.source_episode_index,
+            )
+        if added is not None:
+            entry = added if entry is None else {**entry, **added}
+        if entry is not None and dropped:
+            entry = {k: v for k, v in entry.items() if k not in dropped}
         stats = episode_stats(
             source,
             ep,
@@ -202,7 +211,7 @@ def convert_info(info: dict, plan: Plan) -> dict:
     thresholds are added; the path templates become v3.0's; ``fps`` becomes an int; every
     non-video feature gets ``"fps"``. ``chunks_size`` is copied unchanged, as lerobot does.
     Lerobot's default features are declared where ``info`` lacks them
-    (:func:`robopipe.conversion.repairs.with_default_features`, lerobot's dtypes; pass
+    (:func:`robopipe.formats.v21_repairs.with_default_features`, lerobot's dtypes; pass
     features completed from the data's schema to declare the columns' own).
     With skipped episodes, ``total_episodes``, ``total_frames`` and ``splits`` describe the
     output.

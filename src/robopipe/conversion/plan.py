@@ -27,13 +27,15 @@ import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.conversion.options import ConversionOptions
-from robopipe.formats.v21_reader import STATS_FIX, V21Source, load_source
+from robopipe.formats.v21_reader import STATS_FIX, V21Source
+from robopipe.formats.v21_repairs import repairs_of, undeclared_columns_to
 from robopipe.layout import V21_EPISODES_STATS_PATH, data_path, next_chunk_file, video_path
+from robopipe.options import ConversionOptions
+from robopipe.source_cache import list_remote, load_v21
 
 MIB = 2**20
 PLAN_VERSION = 4
@@ -242,7 +244,7 @@ class Plan:
 def load_planned_source(root: str | Path, name: str, plan: Plan) -> V21Source:
     """The source of ``plan``, loaded with the ``template_placeholders`` repair if the plan's
     options turn it on."""
-    return load_source(root, name, template_placeholders=plan.options.template_placeholders)
+    return load_v21(root, name, template_placeholders=plan.options.template_placeholders)
 
 
 def load_plan(path: str | Path) -> Plan:
@@ -318,8 +320,9 @@ def make_plan(source: V21Source, options: ConversionOptions, *, check_stats: boo
 
     data_sizes, lengths = [], []
     video_sizes = {key: [] for key in source.video_keys}
+    repairs = repairs_of(options)
     for src_index in kept:
-        rows, size = _parquet_rows_and_size(source, src_index)
+        rows, size = _parquet_rows_and_size(source, src_index, repairs)
         expected = source.episodes[src_index]["length"]
         if rows != expected:
             raise source.error(
@@ -470,10 +473,7 @@ def _check_stats(source: V21Source, kept: list[int]) -> None:
     """Raise the :attr:`V21Source.episodes_stats` error where ``episodes_stats.jsonl`` is
     missing or lacks a kept episode, reading it a line at a time (the stats are not kept:
     at 20,000 episodes the whole file is 400 MB of Python objects)."""
-    # imported here: the check module is the one reader of which episodes have stats
-    from robopipe.conversion.check import _stats_episodes
-
-    have = _stats_episodes(source)
+    have = source.stats_episodes()
     absent = [index for index in kept if index not in have]
     if absent:
         raise source.error(
@@ -483,7 +483,12 @@ def _check_stats(source: V21Source, kept: list[int]) -> None:
         )
 
 
-def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, float]:
+def _parquet_rows_and_size(
+    source: V21Source, episode_index: int, repairs: dict
+) -> tuple[int, float]:
+    """The episode's parquet rows, and its uncompressed MiB as lerobot measures them, less
+    the columns that ``undeclared_columns: drop`` leaves out (so the rollover is that of
+    the same dataset without them)."""
     path = source.data_file(episode_index)
     try:
         metadata = source.parquet_metadata(path)  # range reads of a remote source's footer
@@ -491,9 +496,49 @@ def _parquet_rows_and_size(source: V21Source, episode_index: int) -> tuple[int, 
         raise source.error("data file is missing", episode=episode_index, file=path) from None
     except Exception as exc:  # pyarrow raises ArrowInvalid / OSError for corrupt footers
         raise source.error(f"unreadable parquet: {exc}", episode=episode_index, file=path) from None
+    kept = None  # whether each leaf column (a column chunk of each row group) is kept
+    if repairs.get("undeclared_columns") == "drop":
+        schema = metadata.schema.to_arrow_schema()
+        dropped = undeclared_columns_to("drop", schema.names, source.info["features"], repairs)
+        kept = [f.name not in dropped for f in schema for _ in range(_leaf_count(f.type))]
     size = 0
     for rg in range(metadata.num_row_groups):
         row_group = metadata.row_group(rg)
         for col in range(row_group.num_columns):
-            size += row_group.column(col).total_uncompressed_size
+            if kept is None or kept[col]:
+                size += row_group.column(col).total_uncompressed_size
     return metadata.num_rows, size / MIB
+
+
+def _leaf_count(arrow_type) -> int:
+    """The parquet leaf columns of a column of ``arrow_type`` (1 for a primitive or a list
+    of primitives, the sum of its fields' for a struct)."""
+    if arrow_type.num_fields == 0:
+        return 1
+    return sum(_leaf_count(arrow_type.field(i).type) for i in range(arrow_type.num_fields))
+
+
+def plan_remote(manifest: str | Path, name: str, options, *, url: str, cache: str, **listing):
+    """List the remote v2.1 source at ``url`` into ``manifest``, then plan its conversion
+    from its metadata alone: the meta files (fetched into the cache), sizes from the listing
+    and parquet footers by range reads, read ahead in parallel. The plan's ``source`` is the
+    manifest, from which every later job opens the source. ``listing``: keywords of
+    :func:`robopipe.source_cache.list_remote` (``storage_options``).
+
+    Returns:
+        The :class:`Plan`.
+
+    Raises:
+        DatasetError: as :func:`robopipe.source_cache.list_remote`,
+            :func:`robopipe.source_cache.load_v21` and :func:`make_plan`.
+    """
+    list_remote(name, cache, url=url, **listing).save(manifest)
+    source = load_v21(manifest, name, template_placeholders=options.template_placeholders)
+    skip = set(options.skip_episodes)
+    source.remote.read_ahead(
+        source.data_file(e["episode_index"]).relative_to(source.root).as_posix()
+        for e in source.episodes
+        if e["episode_index"] not in skip
+    )
+    plan = make_plan(source, options)
+    return replace(plan, source=str(Path(manifest).resolve()))

@@ -35,6 +35,7 @@ import tenacity
 from robopipe.errors import DatasetError
 from robopipe.layout import (
     DATA_PATH,
+    DATASET_FOLDERS,
     DEFAULT_CHUNK_SIZE,
     DEFAULT_DATA_FILE_SIZE_IN_MB,
     DEFAULT_VIDEO_FILE_SIZE_IN_MB,
@@ -46,7 +47,6 @@ log = logging.getLogger(__name__)
 
 CODEBASE_VERSION = "v3.0"
 OLD_VERSION = "v2.1"
-DATASET_FOLDERS = ("meta", "data", "videos")  # the target's copies of these are the dataset
 CARD = "README.md"
 RETRY_STATUS = {429, 500, 502, 503, 504}
 TRANSIENT_NAMES = {"ConnectionError", "Timeout", "TransportError"}

@@ -8,10 +8,10 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from robopipe.checks.report import SourceCheckError
+from robopipe.checks.v21 import check_source
 from robopipe.conversion.aggregate import aggregate_data, aggregate_video
-from robopipe.conversion.check import SourceCheckError, check_source
 from robopipe.conversion.meta import write_meta
-from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import Plan, make_plan
 from robopipe.conversion.publish import publish
 from robopipe.conversion.shard import build_shard
@@ -19,6 +19,7 @@ from robopipe.conversion.validate import validate as validate_dataset
 from robopipe.conversion.validate import validate_data_file, validate_video_file
 from robopipe.formats.v21_reader import load_source
 from robopipe.layout import VIDEO_EPISODES, chunk_file, data_path, video_path
+from robopipe.options import ConversionOptions
 
 
 def convert_dataset(
@@ -32,12 +33,12 @@ def convert_dataset(
 ) -> Plan:
     """Convert the v2.1 dataset in ``source_dir`` to v3.0 in ``output_dir``; return the plan.
 
-    ``options`` are :class:`robopipe.conversion.options.ConversionOptions` fields (e.g.
+    ``options`` are :class:`robopipe.options.ConversionOptions` fields (e.g.
     ``chunks_size=3``). Intermediate files go to ``work_dir`` (default: a ``.<output name>.work``
     sibling of ``output_dir``), removed on success. ``output_dir`` appears only when everything,
     validation included (unless ``validate=False``), succeeded.
 
-    The source is checked first (:func:`robopipe.conversion.check.check_source`).
+    The source is checked first (:func:`robopipe.checks.v21.check_source`).
 
     Raises:
         SourceCheckError: the check found problems (its ``report`` has every one).

@@ -21,14 +21,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, write_json
+from robopipe.checks.rules import timestamp_error
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.repairs import (
+from robopipe.formats.v21_reader import V21Source
+from robopipe.formats.v21_repairs import (
     episode_task_index,
+    output_features,
     repair_table,
     repairs_of,
-    with_default_features,
+    undeclared_columns_to,
 )
-from robopipe.formats.v21_reader import V21Source
 from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA, SHARD_STATS
 from robopipe.stats import episode_stats_from_files
 
@@ -45,9 +47,9 @@ def build_shard(
     """Write the shard ``shard_id`` of ``plan`` into ``out_dir`` (atomically).
 
     The repairs the plan's options turn on (
-    :mod:`robopipe.conversion.repairs`) are applied to each episode's rows; with
-    ``compute_missing_stats``, the stats of episodes that ``episodes_stats.jsonl`` lacks go to
-    ``stats.json`` (``{source episode index: stats}``) beside the rows, for the meta job.
+    :mod:`robopipe.formats.v21_repairs`) are applied to each episode's rows; the stats they
+    compute (:func:`_computed_stats`) go to ``stats.json`` (``{source episode index:
+    stats}``) beside the rows, for the meta job.
 
     Raises:
         DatasetError: an episode's parquet is unreadable or its schema differs from the
@@ -64,21 +66,8 @@ def build_shard(
             _episode_table(source, ep, renumber, restamp_timestamps, tolerance_s, repairs)
             for ep in episodes
         ]
-        if repairs.get("compute_missing_stats"):
-            # which episodes have stats, a line at a time: not every episode's stats
-            from robopipe.conversion.check import _stats_episodes
-
-            have = _stats_episodes(source)
-            computed = {
-                ep.source_episode_index: episode_stats_from_files(
-                    table,
-                    # the default features too where info.json does not declare them
-                    with_default_features(source.info["features"], table.schema),
-                    {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys},
-                )
-                for ep, table in zip(episodes, tables, strict=True)
-                if ep.source_episode_index not in have
-            }
+        computed = _computed_stats(source, episodes, tables, repairs)
+        if computed is not None:
             write_json(tmp / SHARD_STATS, computed, indent=None)
         schema = tables[0].schema
         for ep, table in zip(episodes, tables, strict=True):
@@ -102,6 +91,43 @@ def build_shard(
             for table in tables:
                 if table.num_rows:
                     writer.write_table(table, row_group_size=table.num_rows)
+
+
+def _computed_stats(
+    source: V21Source,
+    episodes: list[PlannedEpisode],
+    tables: list[pa.Table],
+    repairs: dict,
+) -> dict[int, dict] | None:
+    """The stats the repairs compute for the shard's episodes, by source episode index, or
+    None when no repair computes any.
+
+    With ``compute_missing_stats``, an episode that ``episodes_stats.jsonl`` lacks gets the
+    stats of every feature the output declares (:func:`output_features`); with
+    ``undeclared_columns: declare``, every other episode gets those of the columns the
+    repair declares, which the meta job adds to its ``episodes_stats.jsonl`` entry. Both as
+    :func:`robopipe.stats.episode_stats_from_files` computes them (lerobot's
+    ``compute_episode_stats``).
+    """
+    compute_missing = repairs.get("compute_missing_stats")
+    info_features = source.info["features"]
+    declared = undeclared_columns_to("declare", tables[0].schema.names, info_features, repairs)
+    if not (compute_missing or declared):
+        return None
+    have = None
+    if compute_missing:
+        # which episodes have stats, a line at a time: not every episode's stats
+        have = source.stats_episodes()
+    computed = {}
+    for ep, table in zip(episodes, tables, strict=True):
+        features = output_features(info_features, table.schema, repairs)
+        if have is not None and ep.source_episode_index not in have:
+            videos = {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys}
+            computed[ep.source_episode_index] = episode_stats_from_files(table, features, videos)
+        elif declared:
+            own = {name: features[name] for name in declared}
+            computed[ep.source_episode_index] = episode_stats_from_files(table, own, {})
+    return computed
 
 
 def _episode_table(
@@ -153,18 +179,6 @@ def _episode_table(
         episode = pa.array(np.full(n, ep.episode_index), episode_type)
         table = _set_column(table, "episode_index", episode)
     return table
-
-
-def timestamp_error(timestamps: np.ndarray, frame_index: np.ndarray, fps: int) -> tuple[float, int]:
-    """Largest ``|timestamp - frame_index / fps|`` in seconds, and the frame index where it is.
-
-    Both arrays have shape ``(T,)``; timestamps are float seconds (float32 in LeRobot).
-    """
-    if len(timestamps) == 0:
-        return 0.0, 0
-    error = np.abs(timestamps.astype(np.float64) - frame_index / fps)
-    at = int(np.argmax(error))
-    return float(error[at]), int(frame_index[at])
 
 
 def _set_column(table: pa.Table, name: str, values: pa.Array) -> pa.Table:

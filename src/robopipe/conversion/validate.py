@@ -34,16 +34,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from robopipe.conversion.check import undeclared_column_message, undeclared_columns
-from robopipe.conversion.doctor import run_doctor
+from robopipe.checks.doctor import run_doctor
+from robopipe.checks.rules import timestamp_error, undeclared_column_message
 from robopipe.conversion.plan import Plan, PlannedEpisode
-from robopipe.conversion.repairs import (
+from robopipe.formats.v21_reader import V21Source, declared_stream
+from robopipe.formats.v21_repairs import (
     episode_task_index,
     repair_table,
     repairs_of,
+    undeclared_columns,
 )
-from robopipe.conversion.shard import timestamp_error
-from robopipe.formats.v21_reader import V21Source, declared_stream
 from robopipe.formats.v30_reader import (
     DatasetMeta,
     open_data_file,
@@ -338,7 +338,7 @@ def validate(
     reads only declared columns, with these types), and the first and last frame of every
     video file are found from the v3.0 files alone, as a loader finds them. Last, where
     ``peer_python`` names the peer interpreter, lerobot-lancedb's doctor gives its opinion
-    (:func:`robopipe.conversion.doctor.run_doctor`). Of ``source`` only the name and root
+    (:func:`robopipe.checks.doctor.run_doctor`). Of ``source`` only the name and root
     are used, in errors (the validate job passes one without its episodes).
 
     Returns:

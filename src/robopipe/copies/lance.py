@@ -17,6 +17,7 @@ from pathlib import Path
 from robopipe.atomic import atomic_path, write_json
 from robopipe.errors import DatasetError
 from robopipe.layout import INFO_PATH
+from robopipe.peer_env import NO_PEERS, peer_version
 
 VERIFY = Path(__file__).with_name("lance_verify.py")
 CONVERT = "lerobot-lance-convert"  # the console script next to the peer interpreter
@@ -40,8 +41,6 @@ def make_lance_copy(
             converter failed (its output's tail in the message); the layout's frame count or
             mp4 bytes differ from the source's.
     """
-    from robopipe.bench.peers import NO_PEERS, peer_version
-
     source, output = Path(source).resolve(), Path(output)
     name = source.parent.name
     convert = Path(python).parent / CONVERT if python else None

@@ -19,7 +19,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -30,9 +29,6 @@ from robopipe.layout import (
     V21_INFO_PATH,
     V21_TASKS_PATH,
 )
-
-if TYPE_CHECKING:
-    from robopipe.source_cache import RemoteSource
 
 # the meta files a v2.1 source may hold (episodes_stats.jsonl is optional)
 V21_META_FILES = (V21_INFO_PATH, V21_EPISODES_PATH, V21_TASKS_PATH, V21_EPISODES_STATS_PATH)
@@ -92,7 +88,7 @@ class V21Source:
     episodes: Sequence[dict]
     tasks: list[str]
     video_keys: list[str] = field(default_factory=list)
-    remote: RemoteSource | None = None
+    remote: object | None = None
 
     @functools.cached_property
     def available_stats(self) -> dict[int, dict]:
@@ -106,6 +102,34 @@ class V21Source:
             return {}
         lines = read_jsonl(self.root, V21_EPISODES_STATS_PATH, self.name)
         return {line["episode_index"]: line["stats"] for line in lines}
+
+    def stats_episodes(self) -> set[int]:
+        """The episodes ``episodes_stats.jsonl`` has stats for (none when the file is missing),
+        read a line at a time: the stats themselves are not kept (at 20,000 episodes the whole
+        file is 400 MB of Python objects).
+
+        Raises:
+            DatasetError: a line is not valid JSON (as :func:`read_jsonl` names it).
+        """
+        path = self.root / V21_EPISODES_STATS_PATH
+        if not path.is_file():
+            return set()
+        have = set()
+        with open(path, "rb") as lines:
+            for number, line in enumerate(lines, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    entry = json.loads(line)
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    raise DatasetError(
+                        self.name,
+                        f"line {number} is not valid JSON: {exc}",
+                        file=V21_EPISODES_STATS_PATH,
+                    ) from None
+                if "stats" in entry:
+                    have.add(entry.get("episode_index"))
+        return have
 
     @property
     def episodes_stats(self) -> dict[int, dict]:
@@ -223,30 +247,17 @@ def declared_stream(info: dict, video_key: str) -> dict:
     }
 
 
-def source_root(root: str | Path, name: str) -> tuple[Path, RemoteSource | None]:
-    """The folder a v2.1 source's readers open, and its remote (or None): ``root`` itself
-    for a local folder; for the manifest of a remote source (a ``.sqlite`` file, written by the
-    plan job), its cache folder, with the meta files fetched into it.
-
-    Raises:
-        DatasetError: a meta file's download does not verify.
-    """
-    from robopipe.source_cache import is_manifest, load_manifest
-
-    if not is_manifest(root):
-        return Path(root), None
-    remote = load_manifest(root)
-    remote.fetch(rel for rel in V21_META_FILES if rel in remote.files)
-    return remote.root, remote
-
-
-def load_source(root: str | Path, name: str, *, template_placeholders: bool = False) -> V21Source:
-    """Load and check the metadata of the v2.1 dataset in ``root`` (a folder, or the manifest
-    of a remote source: :func:`source_root`).
+def load_source(
+    root: str | Path, name: str, *, template_placeholders: bool = False, remote=None
+) -> V21Source:
+    """Load and check the metadata of the v2.1 dataset in folder ``root``; for a remote
+    source, ``root`` is its cache folder holding the meta files and ``remote`` its
+    :class:`robopipe.source_cache.RemoteSource` (:func:`robopipe.source_cache.load_v21`
+    opens a remote source's manifest this way).
 
     Reads ``meta/info.json``, ``episodes.jsonl`` and ``tasks.jsonl``; ``episodes_stats.jsonl``
     is read on first use of :attr:`V21Source.episodes_stats`. It does not open data or video
-    files (the plan and the shard jobs do; :func:`robopipe.conversion.check.check_source`
+    files (the plan and the shard jobs do; :func:`robopipe.checks.v21.check_source`
     checks everything at once). With ``template_placeholders`` the path templates may use the
     names of :data:`PLACEHOLDER_ALIASES`.
 
@@ -256,7 +267,7 @@ def load_source(root: str | Path, name: str, *, template_placeholders: bool = Fa
             required field; a path template has unknown placeholders; episode indices are
             duplicated, missing or out of range; task indices are not ``0..K-1``.
     """
-    root, remote = source_root(root, name)
+    root = Path(root)
     if not root.is_dir():
         raise DatasetError(name, f"source folder {root} does not exist")
     info = read_json(root, V21_INFO_PATH, name)

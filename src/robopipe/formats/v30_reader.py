@@ -35,6 +35,24 @@ from robopipe.layout import (
 
 EPISODE_COLUMNS = ("episode_index", "dataset_from_index", "dataset_to_index", "length")
 
+# lerobot 0.6.1 DatasetInfo field order (datasets/utils.py:114-235); the conversion drops
+# other keys.
+INFO_KEYS = (
+    "codebase_version",
+    "fps",
+    "features",
+    "total_episodes",
+    "total_frames",
+    "total_tasks",
+    "chunks_size",
+    "data_files_size_in_mb",
+    "video_files_size_in_mb",
+    "data_path",
+    "video_path",
+    "robot_type",
+    "splits",
+)
+
 
 def open_url(
     url: str, storage_options: dict | None = None

@@ -7,11 +7,12 @@ A scenario is named ``{loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}
 
 from __future__ import annotations
 
-from robopipe.bench.peers import CANNOT_SELECT, NO_PEERS, peer_packages, peer_python
+from robopipe.bench.peers import CANNOT_SELECT
 from robopipe.bench.registry import get_loader
 from robopipe.bench.scenarios import expand_matrix, parse_scenario
 from robopipe.copies.encodings import LANCE
 from robopipe.layout import BENCH_RESULT, CEILING_FILE, COPY_INFO
+from robopipe.peer_env import NO_PEERS, peer_packages, peer_python
 
 # NVDEC cannot decode AV1: a cuda scenario without an encoding reads this copy
 CUDA_ENCODING = "h264g2"
@@ -24,7 +25,7 @@ def scenarios(bench: dict, robomimic_source: bool, episodes_selected: bool = Fal
     each loader's (robopipe.bench.registry) rule, given whether the dataset's source is a
     robomimic file, whether its episodes are selected (``LoaderSpec.selects_episodes``) and
     which peer packages the peer interpreter has
-    (:func:`robopipe.bench.peers.peer_python`); combinations of a loader and a copy it does
+    (:func:`robopipe.peer_env.peer_python`); combinations of a loader and a copy it does
     not read (``LoaderSpec.reads``: the ``lance`` copy and the other loaders) are left out."""
     peers = peer_packages(peer_python(bench))
     chosen = []

@@ -24,8 +24,7 @@ import os
 import re
 from urllib.parse import quote
 
-from robopipe.conversion.check import check_source
-from robopipe.conversion.options import ConversionOptions
+from robopipe.checks.v21 import check_source
 from robopipe.conversion.plan import Plan, make_plan
 from robopipe.demo import demo_cameras
 from robopipe.errors import DatasetError
@@ -43,6 +42,7 @@ from robopipe.layout import (
     V21_EPISODES_PATH,
     VALIDATION_FILE,
 )
+from robopipe.options import ConversionOptions
 
 SOURCE_KINDS = ("path", "url", "repo_id", "demo", "robomimic")
 # kinds whose version is read from their meta/info.json
@@ -133,7 +133,7 @@ class Datasets:
 
     def remote_listing(self, name: str) -> dict:
         """The ``plan`` job's keywords of a remote v2.1 source
-        (robopipe.source_cache.plan_remote: ``url``, ``cache``, ``storage_options``); ``{}``
+        (robopipe.conversion.plan.plan_remote: ``url``, ``cache``, ``storage_options``); ``{}``
         for any other source."""
         if not self.is_remote_v21(name):
             return {}

@@ -1,5 +1,5 @@
 """An outside opinion of a v3.0 dataset: lerobot-lancedb's ``lerobot-lance-doctor``, run by the
-peer interpreter (:mod:`robopipe.bench.peers`) where there is one.
+peer interpreter (:mod:`robopipe.peer_env`) where there is one.
 
 The doctor (lerobot_lancedb/doctor.py) makes five read-only checks: META (lerobot's
 ``LeRobotDatasetMetadata`` loads), BOUNDARIES (episode ranges tile ``[0, total_frames)``),
@@ -20,8 +20,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from robopipe.conversion.check import Problem
+from robopipe.checks.report import Problem
 from robopipe.errors import DatasetError
+from robopipe.peer_env import NO_PEERS, peer_version
 
 DOCTOR = "lerobot-lance-doctor"  # the console script next to the peer interpreter
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -40,8 +41,6 @@ def run_doctor(root: str | Path, python: str | None, name: str) -> dict:
         DatasetError: the doctor flags the dataset ``name`` (its failed checks and their
             lines in the message).
     """
-    from robopipe.bench.peers import NO_PEERS, peer_version
-
     doctor = Path(python).parent / DOCTOR if python else None
     if doctor is None or not doctor.exists():
         why = f"{doctor} does not exist" if doctor else NO_PEERS
@@ -85,11 +84,9 @@ def doctor_opinion(
     Returns:
         (verdict for ``check.json``: :func:`run_doctor`'s, ``{"tool", "passed": False,
         "message"}`` when it flags the dataset, or ``{"tool": None, "passed": None,
-        "skipped": why}``; the flag as a :class:`~robopipe.conversion.check.Problem` of kind
+        "skipped": why}``; the flag as a :class:`~robopipe.checks.report.Problem` of kind
         ``doctor``, or None).
     """
-    from robopipe.bench.peers import peer_version
-
     if not local:
         why = f"{root} is remote and the doctor reads local files (it runs on a local copy)"
         return {"tool": None, "passed": None, "skipped": f"{DOCTOR} not run: {why}"}, None

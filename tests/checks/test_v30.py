@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.conversion.check_v30 import check_v30
+from robopipe.checks.v30 import check_v30
 
 CR5 = "cr5_20ep_v30_lerobot"
 EP = 5  # the damaged episode

@@ -9,18 +9,12 @@ import json
 import os
 import shutil
 
-from robopipe.conversion.check import (
-    StreamRuns,
-    check_part,
-    check_source,
-    merge_parts,
-    read_part,
-    write_files,
-    write_part,
-    write_report,
-)
-from robopipe.conversion.options import ConversionOptions
+from robopipe.checks.parts import read_part, write_files, write_part
+from robopipe.checks.report import write_report
+from robopipe.checks.streams import StreamRuns
+from robopipe.checks.v21 import check_part, check_source, merge_parts
 from robopipe.formats.v21_reader import load_source
+from robopipe.options import ConversionOptions
 
 
 def _faulty(make_v21, tmp_path):

@@ -1,24 +1,26 @@
 """Opt-in repairs of non-standard v2.1 exports, each a ``conversion:`` option.
 
-:data:`REPAIRS` names and describes them; :mod:`robopipe.conversion.check` names the option
+:data:`REPAIRS` names and describes them; :mod:`robopipe.checks.v21` names the option
 that fixes a problem, and the shard job applies them to each episode's table
 (:func:`repair_table`) and computes missing stats
-(:func:`robopipe.stats.episode_stats_from_files`).
+(:func:`robopipe.stats.episode_stats_from_files`); the meta job declares the features
+(:func:`output_features`).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from robopipe.layout import DEFAULT_FEATURE_SPECS
+from robopipe.layout import DEFAULT_FEATURE_SPECS, DEFAULT_FEATURES
 
-if TYPE_CHECKING:  # imported where used: the plan and publish jobs import REPAIRS only
+if TYPE_CHECKING:  # imported where used: importing this module stays light
     import pyarrow as pa
 
-    from robopipe.conversion.options import ConversionOptions
+    from robopipe.options import ConversionOptions
 
 REPAIRS = {
     "compute_missing_stats": (
@@ -39,13 +41,96 @@ REPAIRS = {
         "cast float64 columns (scalars or vectors) to the float32 that info.json declares; "
         "an episode whose values do not survive the cast exactly stops the shard job"
     ),
+    "undeclared_columns": (
+        "data columns that no info.json feature declares: `drop` leaves them out of the "
+        "output; `declare` declares each from its parquet type (bool or numeric scalars and "
+        "fixed-size lists) and computes its stats per episode as lerobot does"
+    ),
 }
 DERIVABLE_COLUMNS = ("index", "task_index")
 
 
-def repairs_of(options: ConversionOptions) -> dict[str, bool]:
-    """Each repair of :data:`REPAIRS` and whether ``options`` turns it on."""
+def repairs_of(options: ConversionOptions) -> dict[str, bool | str | None]:
+    """Each repair of :data:`REPAIRS` and its setting in ``options``: a bool, or for
+    ``undeclared_columns`` ``"drop"``, ``"declare"`` or None (off)."""
     return {name: getattr(options, name) for name in REPAIRS}
+
+
+def shards_compute_stats(options: ConversionOptions) -> bool:
+    """Whether the shard jobs compute episode stats (``stats.json`` beside their rows) that
+    the meta job reads: with ``compute_missing_stats`` or ``undeclared_columns: declare``."""
+    return options.compute_missing_stats or options.undeclared_columns == "declare"
+
+
+def undeclared_columns(columns, features: Mapping[str, dict]) -> list[str]:
+    """The data ``columns`` that no feature of ``features`` (info.json's) declares, in order.
+
+    Video features have no data column; lerobot's default features (``timestamp``,
+    ``frame_index``, ``episode_index``, ``index``, ``task_index``) count as declared, because
+    the conversion declares them where the source does not. lerobot's loader reads only
+    declared columns (``Dataset.from_parquet(features=<info.json's>)``)."""
+    declared = {name for name, spec in features.items() if spec.get("dtype") != "video"}
+    return [name for name in columns if name not in declared and name not in DEFAULT_FEATURES]
+
+
+def column_feature(arrow_type: pa.DataType) -> dict | None:
+    """The feature lerobot writes in info.json for a data column of ``arrow_type`` (the
+    ``undeclared_columns: declare`` repair), or None when the type alone does not say.
+
+    A bool or numeric scalar is ``{"dtype": <numpy name>, "shape": [1], "names": None}``
+    (e.g. a bool ``next.done``: ``{"dtype": "bool", "shape": [1], "names": None}``, as
+    lerobot/pusht declares it), a ``fixed_size_list`` of N of them shape ``[N]``: the
+    features lerobot 0.6.1's ``get_hf_features_from_features`` reads back as
+    ``Value(dtype)`` and ``Sequence(length=N)``. A variable-length list (no shape), a
+    string (lerobot computes no stats for it, and robopipe's v3.0 check wants stats of every
+    feature) or another type gives None.
+    """
+    import pyarrow as pa
+
+    shape = [1]
+    if pa.types.is_fixed_size_list(arrow_type):
+        shape, arrow_type = [arrow_type.list_size], arrow_type.value_type
+    dtype = _scalar_dtype(arrow_type)
+    if dtype is None:
+        return None
+    return {"dtype": dtype, "shape": shape, "names": None}
+
+
+def undeclared_columns_to(
+    mode: str, columns, features: Mapping[str, dict], repairs: Mapping[str, bool | str | None]
+) -> list[str]:
+    """The :func:`undeclared_columns` of ``columns`` where the ``undeclared_columns`` repair
+    is set to ``mode`` (``"drop"`` or ``"declare"``), else none."""
+    if repairs.get("undeclared_columns") != mode:
+        return []
+    return undeclared_columns(columns, features)
+
+
+def output_features(
+    features: Mapping[str, dict], schema: pa.Schema, repairs: Mapping[str, bool | str | None]
+) -> dict[str, dict]:
+    """The features the output's info.json declares: ``info.json``'s, then with
+    ``undeclared_columns: declare`` each column of ``schema`` that they do not declare
+    (:func:`column_feature`, in column order), then lerobot's default features that are
+    still missing (:func:`with_default_features`).
+
+    Args:
+        features: ``info.json``'s features.
+        schema: an episode's parquet schema as the conversion writes it.
+        repairs: :func:`repairs_of` the options.
+
+    Raises:
+        ValueError: with ``declare``, a column's type is one :func:`column_feature` cannot
+            declare (the check refuses such a column first).
+    """
+    out = dict(features)
+    for name in undeclared_columns_to("declare", schema.names, features, repairs):
+        arrow_type = schema.field(name).type
+        feature = column_feature(arrow_type)
+        if feature is None:
+            raise ValueError(f"column {name!r} ({arrow_type}) cannot be declared from its type")
+        out[name] = feature
+    return with_default_features(out, schema)
 
 
 def with_default_features(
@@ -113,7 +198,9 @@ def repair_table(
         With ``derive_missing_columns``, ``index`` (int64, ``index_start + row``) and
         ``task_index`` (int64) appended when absent; with ``cast_float64``, float64 columns
         declared float32 cast to float32 (vectors as ``fixed_size_list<float>[D]``), and the
-        ``huggingface`` schema metadata, which describes the old types, dropped.
+        ``huggingface`` schema metadata, which describes the old types, dropped; with
+        ``undeclared_columns: drop``, the columns no feature declares dropped, and from the
+        ``huggingface`` metadata too (:func:`_without_columns`).
 
     Raises:
         ValueError: a value does not survive the cast to float32 exactly (the message names
@@ -123,6 +210,9 @@ def repair_table(
     import pyarrow.compute as pc
 
     n = table.num_rows
+    dropped = undeclared_columns_to("drop", table.schema.names, features, repairs)
+    if dropped:
+        table = _without_columns(table, dropped)
     if repairs.get("derive_missing_columns"):
         if "index" not in table.schema.names:
             table = table.append_column("index", pa.array(np.arange(n) + index_start, pa.int64()))
@@ -163,6 +253,25 @@ def repair_table(
             }
             table = table.replace_schema_metadata(metadata or None)
     return table
+
+
+def _without_columns(table: pa.Table, names: list[str]) -> pa.Table:
+    """``table`` less the columns ``names``, and less their entries in the ``huggingface``
+    schema metadata's features (``{"info": {"features": {...}}}``, written by HF datasets
+    with ``json.dumps``, so rewritten as it would have been written without them). Metadata
+    that is not such JSON is kept as it is."""
+    table = table.drop_columns(names)
+    metadata = dict(table.schema.metadata or {})
+    try:
+        hf = json.loads(metadata[b"huggingface"])
+        features = hf["info"]["features"]
+    except (KeyError, TypeError, ValueError):
+        return table
+    if not isinstance(features, dict) or not set(names) & set(features):
+        return table
+    hf["info"]["features"] = {k: v for k, v in features.items() if k not in names}
+    metadata[b"huggingface"] = json.dumps(hf).encode()
+    return table.replace_schema_metadata(metadata)
 
 
 def _float32_type(arrow_type: pa.DataType, feature: dict) -> pa.DataType | None:

@@ -1,7 +1,7 @@
 """Check a whole LeRobot v3.0 dataset in one pass, before anything loads it.
 
-The v3.0 counterpart of :func:`robopipe.conversion.check.check_source`: the same
-:class:`~robopipe.conversion.check.CheckReport` of :class:`~robopipe.conversion.check.Problem`
+The v3.0 counterpart of :func:`robopipe.checks.v21.check_source`: the same
+:class:`~robopipe.checks.report.CheckReport` of :class:`~robopipe.checks.report.Problem`
 lines, each naming the dataset, the episode (where there is one) and the file. Every problem is
 collected (nothing stops at the first), from the metadata, the parquet footers, a few small
 columns of the data files (``episode_index``, ``index``, ``frame_index``, ``timestamp``,
@@ -46,20 +46,28 @@ import posixpath
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from fractions import Fraction
 from pathlib import Path
 
 import fsspec
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
-from robopipe.conversion.check import KNOWN_EXTRA_FILES, CheckReport, Problem, _changes
-from robopipe.conversion.doctor import doctor_opinion
-from robopipe.conversion.meta import INFO_KEYS
+from robopipe.checks.changes import changes
+from robopipe.checks.doctor import doctor_opinion
+from robopipe.checks.files import KNOWN_EXTRA_FILES
+from robopipe.checks.report import CheckReport, Problem
+from robopipe.checks.v30_data import DataFileCheck
+from robopipe.checks.v30_episodes import FIX, Episodes
+from robopipe.checks.v30_videos import VideoFileCheck
 from robopipe.errors import DatasetError
-from robopipe.formats.v21_reader import declared_stream, template_fields
-from robopipe.formats.v30_reader import EPISODE_COLUMNS, DatasetMeta, open_url, read_tasks
+from robopipe.formats.v21_reader import template_fields
+from robopipe.formats.v30_reader import (
+    EPISODE_COLUMNS,
+    INFO_KEYS,
+    DatasetMeta,
+    open_url,
+    read_tasks,
+)
 from robopipe.layout import (
     DATA_PATH,
     DEFAULT_CHUNK_SIZE,
@@ -90,7 +98,6 @@ TEMPLATE_PLACEHOLDERS = {
 DEFAULT_TEMPLATES = {"data_path": DATA_PATH, "video_path": VIDEO_PATH}
 CAMERA_COLUMNS = ("chunk_index", "file_index", "from_timestamp", "to_timestamp")
 STAT_NAMES = ("min", "max", "mean", "std", "count")
-FIX = "restore it, or leave the episodes out with `skip_episodes`"
 # range reads of a remote file: a parquet footer or an mp4 header costs a request or two
 REMOTE_BLOCK_SIZE = 1 << 18
 
@@ -127,12 +134,12 @@ def check_v30(
             ``episodes=``); the problems of every other episode become notes. None: all.
         previous: an earlier report's JSON: files that changed since are listed as notes.
         doctor: also ask ``lerobot-lance-doctor`` of the peer interpreter ``doctor_python``
-            (:func:`robopipe.conversion.doctor.doctor_opinion`: a local folder only; its flag
+            (:func:`robopipe.checks.doctor.doctor_opinion`: a local folder only; its flag
             is a problem, or a note where episodes are left out); the verdict is the
             report's ``doctor``.
 
     Returns:
-        A :class:`~robopipe.conversion.check.CheckReport` (``repairs`` is empty: no repair
+        A :class:`~robopipe.checks.report.CheckReport` (``repairs`` is empty: no repair
         applies to v3.0; ``files`` maps each file read to ``[size, mtime_ns]`` for a local
         file, ``[size, ETag or checksum]`` for a remote one).
     """
@@ -172,27 +179,8 @@ def check_v30(
             if flag:
                 (report.notes if selected else report.problems).append(flag)
     if previous is not None:
-        report.notes += _changes(previous.get("files", {}), report.files)
+        report.notes += changes(previous.get("files", {}), report.files)
     return report
-
-
-@dataclass
-class _Episodes:
-    """The ``meta/episodes`` rows that could be read, as numpy columns in file order.
-
-    ``source[i]`` is the episodes file of row ``i``; ``complete`` is False when a file's rows
-    could not be read (then unlisted episodes are not blamed)."""
-
-    columns: dict[str, np.ndarray] = field(default_factory=dict)
-    source: list[str] = field(default_factory=list)
-    tasks: list[list[str] | None] = field(default_factory=list)
-    complete: bool = True
-
-    def __len__(self) -> int:
-        return len(self.source)
-
-    def __getitem__(self, column: str) -> np.ndarray:
-        return self.columns[column]
 
 
 class _Checker:
@@ -409,12 +397,12 @@ class _Checker:
             wanted += [f"videos/{cam}/{c}" for c in CAMERA_COLUMNS]
         return wanted
 
-    def _read_episodes(self) -> _Episodes:
+    def _read_episodes(self) -> Episodes:
         """Every ``meta/episodes`` file, walked ``chunk-XXX/file-YYY`` as lerobot numbers them,
         read one at a time (only the columns checked, never ``stats/*``)."""
         import pyarrow.parquet as pq
 
-        episodes = _Episodes()
+        episodes = Episodes()
         wanted = self._episode_columns()
         parts: dict[str, list[np.ndarray]] = defaultdict(list)
         chunks_size = int(self.info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
@@ -466,7 +454,7 @@ class _Checker:
             episodes.columns[c] = np.concatenate(parts[c]) if parts[c] else np.zeros(0)
         return episodes
 
-    def _check_episode_rows(self, episodes: _Episodes) -> np.ndarray:
+    def _check_episode_rows(self, episodes: Episodes) -> np.ndarray:
         """Check the rows against each other and info.json; return the usable rows' positions
         (each episode index once, in range)."""
         total = self.info["total_episodes"]
@@ -559,7 +547,7 @@ class _Checker:
         self._check_episode_tasks(episodes, valid)
         return valid
 
-    def _check_episode_tasks(self, episodes: _Episodes, valid: np.ndarray) -> None:
+    def _check_episode_tasks(self, episodes: Episodes, valid: np.ndarray) -> None:
         if self.tasks is None:
             return
         known = set(self.tasks)
@@ -640,7 +628,7 @@ class _Checker:
     def _template(self, key: str, **fields) -> str:
         return self.info[key].format(**fields)
 
-    def _check_data_files(self, episodes: _Episodes, valid: np.ndarray, threads: int) -> int | None:
+    def _check_data_files(self, episodes: Episodes, valid: np.ndarray, threads: int) -> int | None:
         """Check every data file; return the rows they hold (None when one is unreadable)."""
         by_file: dict[str, list[int]] = defaultdict(list)
         for row in valid.tolist():
@@ -681,7 +669,7 @@ class _Checker:
             for rel in files
             if isinstance(footers.get(rel), int) and by_file.get(rel)
         ]
-        data = _DataFileCheck(self, episodes)
+        data = DataFileCheck(self, episodes)
         with ThreadPoolExecutor(threads) as pool:
             for problems in pool.map(lambda job: data.check(*job), jobs):
                 self.report.problems += problems
@@ -696,7 +684,7 @@ class _Checker:
         except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
             return exc
 
-    def _check_videos(self, episodes: _Episodes, valid: np.ndarray, threads: int) -> None:
+    def _check_videos(self, episodes: Episodes, valid: np.ndarray, threads: int) -> None:
         jobs: dict[tuple[str, str], list[int]] = defaultdict(list)
         for cam in self.cameras:
             for row in valid.tolist():
@@ -712,275 +700,7 @@ class _Checker:
             eps = [int(episodes["episode_index"][r]) for r in rows]
             if self._locate(rel, "video file", eps) is not None:
                 usable.append((cam, rel, rows))
-        video = _VideoFileCheck(self, episodes)
+        video = VideoFileCheck(self, episodes)
         with ThreadPoolExecutor(threads) as pool:
             for problems in pool.map(lambda job: video.check(*job), usable):
                 self.report.problems += problems
-
-
-class _DataFileCheck:
-    """One data file against the episode rows that name it (thread-safe: each call returns
-    its own problems)."""
-
-    def __init__(self, checker: _Checker, episodes: _Episodes) -> None:
-        self.checker = checker
-        self.episodes = episodes
-        self.fps = checker.info["fps"]
-
-    def check(self, rel: str, offset: int, rows: int, owners: list[int]) -> list[Problem]:
-        import pyarrow.parquet as pq
-
-        problems: list[Problem] = []
-        episodes = self.episodes
-        index = episodes["episode_index"]
-        owner_eps = [int(index[r]) for r in owners]
-        try:
-            with self.checker.open(rel) as source:
-                parquet = pq.ParquetFile(source, pre_buffer=True)
-                names = parquet.schema_arrow.names
-                small = [c for c in DEFAULT_FEATURES if c in names]
-                table = parquet.read(columns=small, use_threads=False)
-            cols = {c: table.column(c).to_numpy() for c in small}
-        except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
-            return problems + [
-                Problem("unreadable_file", f"unreadable parquet ({exc}); {FIX}", ep, rel)
-                for ep in owner_eps
-            ]
-        needed = [k for k, f in self.checker.info["features"].items() if f["dtype"] != "video"]
-        absent = [c for c in dict.fromkeys([*DEFAULT_FEATURES, *needed]) if c not in names]
-        for ep in owner_eps:
-            if absent:
-                problems.append(
-                    Problem("columns", f"column(s) {', '.join(absent)} missing", ep, rel)
-                )
-        problems += self._row_problems(rel, offset, rows, owners, cols)
-        problems += self._foreign_episodes(rel, owner_eps, cols)
-        return problems
-
-    def _row_problems(self, rel, offset, rows, owners, cols) -> list[Problem]:
-        """Each episode's rows in this file: found by ``episode_index``, their ``index``
-        values exactly ``dataset_from_index..dataset_to_index-1`` (lerobot maps those to
-        rows by the ``index`` column), in one run, ``frame_index`` from 0, the timestamps,
-        the task indices."""
-        problems = []
-        episodes = self.episodes
-        if "index" in cols and not np.array_equal(cols["index"], np.arange(offset, offset + rows)):
-            for row in owners:
-                problems.append(
-                    Problem(
-                        "index_column",
-                        f"the index column is not the row position {offset}..{offset + rows} "
-                        "(data files concatenated in path order)",
-                        int(episodes["episode_index"][row]),
-                        rel,
-                    )
-                )
-        if "episode_index" not in cols:
-            return problems
-        order = np.argsort(cols["episode_index"], kind="stable")
-        sorted_eps = cols["episode_index"][order]
-        for row in owners:
-            ep = int(episodes["episode_index"][row])
-            start = int(episodes["dataset_from_index"][row])
-            stop = int(episodes["dataset_to_index"][row])
-            lo, hi = np.searchsorted(sorted_eps, [ep, ep + 1])
-            positions = order[lo:hi]
-            where = f"dataset_from_index={start}, dataset_to_index={stop}"
-            if not positions.size:
-                problems.append(
-                    Problem(
-                        "episode_rows", f"{where} but no row of this file is this episode", ep, rel
-                    )
-                )
-                continue
-            found = cols["index"][positions] if "index" in cols else positions + offset
-            if not np.array_equal(found, np.arange(start, stop)):
-                problems.append(
-                    Problem(
-                        "episode_range",
-                        f"{where} but the file's {positions.size} rows of this episode have "
-                        f"index {int(found.min())}..{int(found.max()) + 1} (this file holds "
-                        f"rows {offset}..{offset + rows})",
-                        ep,
-                        rel,
-                    )
-                )
-            if positions[-1] - positions[0] + 1 != positions.size:
-                problems.append(
-                    Problem("episode_rows", "the episode's rows are not in one run", ep, rel)
-                )
-            problems += self._frame_problems(rel, ep, positions, cols)
-        return problems
-
-    def _frame_problems(self, rel, ep, positions, cols) -> list[Problem]:
-        problems, tol = [], self.checker.tolerance_s
-        frames = np.arange(positions.size)
-        if "frame_index" in cols and not np.array_equal(cols["frame_index"][positions], frames):
-            problems.append(
-                Problem("frame_index", "frame_index does not count 0..length-1", ep, rel)
-            )
-        elif "timestamp" in cols:
-            error = np.abs(cols["timestamp"][positions] - frames / self.fps)
-            if error.max() > tol:
-                problems.append(
-                    Problem(
-                        "timestamps",
-                        f"timestamp differs from frame_index / fps by {error.max():.6f} s at "
-                        f"frame {int(error.argmax())} (tolerance_s={tol})",
-                        ep,
-                        rel,
-                    )
-                )
-        if "task_index" in cols and self.checker.tasks is not None:
-            used = np.unique(cols["task_index"][positions])
-            unknown = used[(used < 0) | (used >= len(self.checker.tasks))]
-            if unknown.size:
-                problems.append(
-                    Problem(
-                        "task_index",
-                        f"task_index {unknown.tolist()} has no task in {TASKS_PATH} "
-                        f"({len(self.checker.tasks)} task(s))",
-                        ep,
-                        rel,
-                    )
-                )
-        return problems
-
-    def _foreign_episodes(self, rel, owner_eps, cols) -> list[Problem]:
-        """Episodes whose rows are in this file although meta/episodes does not put them here."""
-        if "episode_index" not in cols:
-            return []
-        index = self.episodes["episode_index"]
-        listed = set(index.tolist())
-        problems = []
-        for ep in sorted(set(np.unique(cols["episode_index"]).tolist()) - set(owner_eps)):
-            where = (
-                "has no row in meta/episodes"
-                if ep not in listed
-                else "is placed in another data file by meta/episodes"
-            )
-            problems.append(
-                Problem(
-                    "episode_index",
-                    f"rows of episode {ep} are in this file but it {where}",
-                    ep,
-                    rel,
-                )
-            )
-        return problems
-
-
-class _VideoFileCheck:
-    """One camera's mp4 against the episode rows that name it (thread-safe)."""
-
-    def __init__(self, checker: _Checker, episodes: _Episodes) -> None:
-        self.checker = checker
-        self.episodes = episodes
-
-    def check(self, cam: str, rel: str, owners: list[int]) -> list[Problem]:
-        import av
-
-        from robopipe.remux import MP4, intact_until, stream_duration_s
-
-        episodes = self.episodes
-        eps = [int(episodes["episode_index"][r]) for r in owners]
-        size = self.checker.report.files[rel][0]  # recorded by _locate
-        try:
-            with self.checker.open(rel) as source, av.open(source, format=MP4) as container:
-                if not container.streams.video:
-                    return [
-                        Problem("video_stream", f"no video stream; {FIX}", ep, rel) for ep in eps
-                    ]
-                stream = container.streams.video[0]
-                params = _stream_params(stream)
-                duration = stream_duration_s(container, stream)
-                intact = intact_until(container, stream, size, duration)
-        except (av.FFmpegError, OSError) as exc:
-            return [
-                Problem("unreadable_file", f"cannot read video ({exc}); {FIX}", ep, rel)
-                for ep in eps
-            ]
-        problems = []
-        for what, expected in declared_stream(self.checker.info, cam).items():
-            if expected is None or params[what] == expected:
-                continue
-            kind = "video_size" if what in ("width", "height") else f"video_{what}"
-            message = (
-                f"video {what} is {params[what]} but info.json says {expected} for {cam}; "
-                "fix info.json or re-encode the file"
-            )
-            problems += [Problem(kind, message, ep, rel) for ep in eps]
-        problems += self._timestamp_problems(cam, rel, owners, duration, intact, size)
-        return problems
-
-    def _timestamp_problems(self, cam, rel, owners, duration, intact, size) -> list[Problem]:
-        episodes, tol = self.episodes, self.checker.tolerance_s
-        fps = float(self.checker.info["fps"])
-        start = episodes[f"videos/{cam}/from_timestamp"]
-        stop = episodes[f"videos/{cam}/to_timestamp"]
-        problems = []
-        index = episodes["episode_index"]
-        here = {int(index[r]): r for r in owners}
-        listed = set(index.tolist())
-        for ep, row in sorted(here.items()):
-            # where the episode should start: where the one before ends, in this file
-            if ep - 1 in here:
-                previous = float(stop[here[ep - 1]])
-            else:  # the first in this file; unknown when the one before is unlisted
-                previous = 0.0 if ep == 0 or ep - 1 in listed else None
-            t0, t1, length = float(start[row]), float(stop[row]), int(episodes["length"][row])
-            span = f"from_timestamp={t0:.6f}, to_timestamp={t1:.6f}"
-            if t0 < -tol or t1 <= t0 or t1 > duration + tol:
-                problems.append(
-                    Problem(
-                        "video_timestamps",
-                        f"{span} are not within the video's {duration:.6f} s ({cam})",
-                        ep,
-                        rel,
-                    )
-                )
-            elif previous is not None and abs(t0 - previous) > tol:
-                problems.append(
-                    Problem(
-                        "video_timestamps",
-                        f"{span}, but it should start at {previous:.6f} s, where the "
-                        f"episode before ends ({cam}): episodes follow each other in the video",
-                        ep,
-                        rel,
-                    )
-                )
-            elif intact is not None and t1 > intact + tol:
-                problems.append(
-                    Problem(
-                        "truncated_file",
-                        f"truncated ({size} bytes): its packets end at {intact:.3f} s but this "
-                        f"episode ends at {t1:.3f} s ({cam}); {FIX}",
-                        ep,
-                        rel,
-                    )
-                )
-            if abs((t1 - t0) * fps - length) > 0.5:
-                problems.append(
-                    Problem(
-                        "frame_count",
-                        f"{span} span {(t1 - t0) * fps:.2f} frames at {fps:g} fps but the "
-                        f"episode has length={length} ({cam})",
-                        ep,
-                        rel,
-                    )
-                )
-        return problems
-
-
-def _stream_params(stream) -> dict:
-    """What :func:`declared_stream` compares: codec (FFmpeg's canonical name), width and
-    height (pixels), pixel format, frame rate (a Fraction)."""
-    rate = stream.average_rate or stream.base_rate or 0
-    codec = stream.codec_context.codec.canonical_name
-    return dict(
-        codec=codec,
-        width=stream.width,
-        height=stream.height,
-        pix_fmt=stream.pix_fmt,
-        fps=Fraction(rate),
-    )

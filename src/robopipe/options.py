@@ -55,7 +55,9 @@ class ConversionOptions:
             and camera with the source; ``"all"``: every frame.
         compute_missing_stats, derive_missing_columns, template_placeholders, cast_float64:
             the opt-in repairs of non-standard v2.1 exports
-            (:data:`robopipe.conversion.repairs.REPAIRS` says what each does).
+            (:data:`robopipe.formats.v21_repairs.REPAIRS` says what each does).
+        undeclared_columns: the repair of data columns that info.json does not declare:
+            ``"drop"`` or ``"declare"`` (None, the default: refused by the check).
     """
 
     data_file_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB
@@ -72,6 +74,7 @@ class ConversionOptions:
     derive_missing_columns: bool = False
     template_placeholders: bool = False
     cast_float64: bool = False
+    undeclared_columns: Literal["drop", "declare"] | None = None
 
     def __post_init__(self) -> None:
         if self.episodes_per_shard < 1:
@@ -85,6 +88,10 @@ class ConversionOptions:
         if self.validate_frames not in ("sample", "all"):
             raise ValueError(
                 f"validate_frames must be 'sample' or 'all', not {self.validate_frames!r}"
+            )
+        if self.undeclared_columns not in (None, "drop", "declare"):
+            raise ValueError(
+                f"undeclared_columns must be 'drop' or 'declare', not {self.undeclared_columns!r}"
             )
         object.__setattr__(self, "skip_episodes", tuple(sorted(set(self.skip_episodes))))
 

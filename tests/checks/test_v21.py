@@ -17,9 +17,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import robopipe.mp4
-from robopipe.conversion.check import SourceCheckError, check_source
-from robopipe.conversion.options import ConversionOptions
+from robopipe.checks.report import SourceCheckError
+from robopipe.checks.v21 import check_source
 from robopipe.conversion.serial import convert_dataset
+from robopipe.options import ConversionOptions
 from robopipe.remux import concat_videos
 
 EP = 1  # the damaged episode
@@ -114,6 +115,18 @@ def _drop_column(name: str):
 
 def _undeclared_column(root: Path) -> None:
     _edit_table(root, lambda t: t.append_column("next.reward", pa.array([0.0] * t.num_rows)))
+
+
+def _set_int_column(name: str, value: int):
+    """Episode EP's ``name`` column set to ``value`` in its last row."""
+
+    def change(table):
+        values = table.column(name).to_pylist()
+        values[-1] = value
+        column = pa.array(values, table.schema.field(name).type)
+        return table.set_column(table.schema.get_field_index(name), name, column)
+
+    return lambda root: _edit_table(root, change)
 
 
 def _float64_state(root: Path) -> None:
@@ -322,7 +335,28 @@ FAULTS = {
         EP,
         _data,
         "the parquet holds a column 'next.reward' that info.json's features do not declare.*"
-        "declare it \\(dtype, shape, names\\), or drop the column",
+        "set `undeclared_columns: drop`",
+    ),
+    "task_index without a task": (
+        _set_int_column("task_index", 99),
+        "task_index",
+        EP,
+        _data,
+        r"task_index \[99\] has no task in meta/tasks.jsonl \(\d task\(s\)\)",
+    ),
+    "frame_index not counting": (
+        _set_int_column("frame_index", 0),
+        "frame_index",
+        EP,
+        _data,
+        re.escape("frame_index does not count 0..length-1"),
+    ),
+    "rows of another episode": (
+        _set_int_column("episode_index", 3),
+        "episode_index",
+        EP,
+        _data,
+        re.escape("the parquet holds rows of episode(s) [3]; every row of an episode's file"),
     ),
     "float64 vectors": (
         _float64_state,

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from robopipe.bench import peers
+from robopipe import peer_env
 from robopipe.bench.servers import nginx_binary, serve_nginx
-from robopipe.conversion.check_v30 import check_v30
-from robopipe.conversion.doctor import DOCTOR, run_doctor
+from robopipe.checks.doctor import DOCTOR, run_doctor
+from robopipe.checks.v30 import check_v30
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
 
 REPO = Path(__file__).resolve().parents[2]
-PEER_PYTHON = str(REPO / peers.DEFAULT_PEER_PYTHON)
+PEER_PYTHON = str(REPO / peer_env.DEFAULT_PEER_PYTHON)
 needs_peers = pytest.mark.skipif(
-    "lerobot-lancedb" not in peers.peer_packages(PEER_PYTHON),
+    "lerobot-lancedb" not in peer_env.peer_packages(PEER_PYTHON),
     reason="no peer environment with lerobot-lancedb (tools/install.sh --peers)",
 )
 
@@ -32,7 +32,7 @@ def v30(make_v21, tmp_path_factory) -> Path:
 
 def test_without_the_peer_environment_the_doctor_is_skipped(v30):
     verdict = run_doctor(v30, None, "tiny")
-    assert verdict["passed"] is None and peers.NO_PEERS in verdict["skipped"]
+    assert verdict["passed"] is None and peer_env.NO_PEERS in verdict["skipped"]
 
 
 @needs_peers
@@ -70,7 +70,7 @@ def test_the_v30_check_records_why_the_doctor_did_not_run(v30):
     assert report.ok and report.to_json()["doctor"] == {
         "tool": None,
         "passed": None,
-        "skipped": f"{DOCTOR} not run: {peers.NO_PEERS}",
+        "skipped": f"{DOCTOR} not run: {peer_env.NO_PEERS}",
     }
 
 

@@ -1,0 +1,1 @@
+"""Dataloading benchmarks: scenarios, the registry of loaders (robopipe and peers), measurement."""
