@@ -12,10 +12,10 @@ metadata, parquet footers and mp4 headers only: no frame is decoded and only the
   ``length``, the required columns (``index``, ``episode_index``, ``frame_index``,
   ``timestamp``, ``task_index``) and every ``info.json`` feature with its dtype and shape,
   timestamps within ``tolerance_s`` of ``frame_index / fps``, no column that no feature
-  declares (:func:`robopipe.formats.v21_repairs.undeclared_columns`, the rule ``validate`` enforces on
-  the output), ``frame_index`` counting ``0..length-1``, and the values that point into other
-  files: every ``episode_index`` is the episode's own, every ``task_index`` names a task of
-  ``tasks.jsonl``;
+  declares (:func:`robopipe.formats.v21_repairs.undeclared_columns`, the rule ``validate``
+  enforces on the output), ``frame_index`` counting ``0..length-1``, and the values that
+  point into other files: every ``episode_index`` is the episode's own, every ``task_index``
+  names a task of ``tasks.jsonl``;
 - every episode's mp4 per camera: present, non-empty, readable, not truncated (the last
   packets are demuxed), one video stream whose codec, width, height, pixel format, frame rate
   and time base agree with ``info.json`` and with the other episodes, and as many frames as
