@@ -103,3 +103,31 @@ def test_unplannable_source_names_every_problem(make_v21, tmp_path):
 def test_digest_is_order_independent():
     assert digest({"a": 1, "b": [2]}) == digest({"b": [2], "a": 1})
     assert digest({"a": 1}) != digest({"a": 2})
+
+
+def _without_seven_mp4s(make_v21, root):
+    """A copy of a 10-episode v2.1 dataset at ``root`` lacking 7 mp4s (of both cameras), as a
+    snapshot that lost them; returns their paths relative to ``root``."""
+    shutil.copytree(make_v21(episodes=10), root)
+    source = load_source(root, "g1")
+    front, wrist = source.video_keys
+    gone = [(0, front), (3, front), (6, wrist), (9, front), (2, wrist), (5, front), (8, wrist)]
+    missing = sorted(str(source.video_file(e, k).relative_to(root)) for e, k in gone)
+    for rel in missing:
+        (root / rel).unlink()
+    return missing
+
+
+def test_a_refused_source_writes_every_problem_to_its_report(make_v21, tmp_path, monkeypatch):
+    missing = _without_seven_mp4s(make_v21, tmp_path / "g1")
+    monkeypatch.chdir(tmp_path)
+    datasets = Datasets(config_of(g1={"path": str(tmp_path / "g1")}))
+    with pytest.raises(UnplannableSource) as caught:
+        datasets.plan("g1")
+    text = "\n".join(caught.value.lines)
+    assert "7 problem(s)" in text and "(all of them in results/logs/g1/check.json)" in text
+    assert sum(rel in text for rel in missing) == 5  # the terminal shows the first ones
+    report = json.loads((tmp_path / "results/logs/g1/check.json").read_text())
+    assert not report["ok"] and report["counts"] == {"missing_file": 7}
+    assert sorted(p["file"] for p in report["problems"]) == missing
+    assert sorted(p["episode"] for p in report["problems"]) == [0, 2, 3, 5, 6, 8, 9]

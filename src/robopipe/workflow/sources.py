@@ -11,18 +11,26 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 
-from robopipe.conversion.check import check_source
+from robopipe.conversion.check import check_source, write_report
 from robopipe.conversion.plan import Plan, load_plan, make_plan
 from robopipe.errors import DatasetError
+from robopipe.layout import LOG_FILE
 from robopipe.sources import Source, digest, open_source
 from robopipe.workflow import targets
 
-__all__ = ["Datasets", "UnplannableSource", "digest"]
+__all__ = ["REFUSAL_REPORT", "Datasets", "UnplannableSource", "digest"]
+
+# Where a source refused while the DAG is built has its check report: where the check job puts
+# a failing one (rule source_check's log.report). Not the check's output, check.json: a report
+# written outside a job has no Snakemake metadata, so a later run would take it as a check
+# made, and not check the source again once it is fixed.
+REFUSAL_REPORT = LOG_FILE.format(dataset="{dataset}", step="check").replace(".log", ".json")
 
 
 class UnplannableSource(Exception):
     """A source that cannot be planned while the DAG is built; ``lines`` are the
-    ``robopipe: ...`` messages that say why (every problem the check finds, one line each)."""
+    ``robopipe: ...`` messages that say why (the check's summary: the first problems of each
+    kind and where the report of every problem is)."""
 
     def __init__(self, lines: list[str]):
         super().__init__("\n".join(lines))
@@ -83,8 +91,10 @@ class Datasets:
         parse time (metadata, parquet footers and file sizes), else read from the ``plan``
         checkpoint's output.
 
-        A source that cannot be planned is refused (``refuse``) with every problem its check
-        finds, or the planning error and how to see every problem.
+        A source that cannot be planned is checked: the report of every problem goes to
+        :data:`REFUSAL_REPORT` (as the check job writes it), and the source is refused
+        (``refuse``) with the report's summary, which names that file; where the check finds
+        nothing, with the planning error and how to see every problem.
         """
         if not self[name].parse_time_plan:
             return load_plan(self._checkpoint_plan(name))
@@ -102,7 +112,9 @@ class Datasets:
         except DatasetError as exc:
             checked = check_source(source.folder, name, source.options)
             if checked.problems:
-                raise UnplannableSource([checked.summary()]) from exc
+                path = REFUSAL_REPORT.format(dataset=name)
+                write_report(checked, path)
+                raise UnplannableSource([checked.summary(path=path)]) from exc
             raise UnplannableSource(
                 [f"robopipe: {exc}", "robopipe: run `snakemake check` for every problem"]
             ) from exc
