@@ -469,3 +469,23 @@ class _StatColumn:
                 widened.append(row)
         self.close()
         vars(self).update(vars(widened))
+
+
+def v20_episode_stats(
+    root: Path,
+    info: Mapping,
+    episode_index: int,
+    length: int,
+    data_file: Path,
+    video_files: Mapping[str, Path],
+) -> dict[str, dict[str, list]]:
+    """PLACEHOLDER of the stats of one episode of a LeRobot v2.0 dataset, as lerobot 0.3's
+    ``convert_dataset_v20_to_v21`` computes them (one ``episodes_stats.jsonl`` row's
+    ``stats``); the real function, bit for bit lerobot's, is merged from branch stats20.
+
+    Here: :func:`episode_stats_from_files` of the episode's parquet (``data_file``, ``length``
+    rows) and mp4s (``video_files``: camera key -> path), features from ``info``.
+    """
+    import pyarrow.parquet as pq
+
+    return episode_stats_from_files(pq.read_table(data_file), info["features"], video_files)

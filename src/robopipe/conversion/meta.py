@@ -98,18 +98,14 @@ def write_meta(
     meta_dir = Path(meta_dir)
     features = with_default_features(source.info["features"], _source_schema(source, plan))
     durations, time_bases = _video_durations(plan, video_episodes)
-    computed = {}
-    for shard_dir in shard_dirs:
-        path = Path(shard_dir) / SHARD_STATS
-        if path.is_file():
-            computed.update(json.loads(path.read_text("utf-8")))
+    computed = _ShardStats(shard_dirs)
     found = _SourceStats(source)
     aggregator = StatsAggregator()
 
     def stats_of(ep: PlannedEpisode) -> dict:
         entry = found.get(ep.source_episode_index)
         if entry is None:
-            entry = computed.get(str(ep.source_episode_index))
+            entry = computed.get(ep.source_episode_index)
         stats = episode_stats(
             source,
             ep,
@@ -129,6 +125,27 @@ def write_meta(
     write_json(meta_dir / _in_meta(STATS_PATH), aggregator.result())
     info = {**source.info, "features": features}
     write_json(meta_dir / _in_meta(INFO_PATH), convert_info(info, plan))
+
+
+class _ShardStats:
+    """The stats the shard jobs computed (their ``stats.json``), one shard's at a time: the
+    episodes are asked for in plan order, which is the shards' order, so that memory holds
+    one shard's stats, not every episode's."""
+
+    def __init__(self, shard_dirs) -> None:
+        self.dirs = iter(shard_dirs)
+        self.current: dict[str, dict] = {}
+
+    def get(self, episode: int) -> dict | None:
+        """The episode's computed stats, or None when no later shard computed them."""
+        key = str(episode)
+        while key not in self.current:
+            shard_dir = next(self.dirs, None)
+            if shard_dir is None:
+                return None
+            path = Path(shard_dir) / SHARD_STATS
+            self.current = json.loads(path.read_text("utf-8")) if path.is_file() else {}
+        return self.current.pop(key)
 
 
 class _SourceStats:

@@ -30,7 +30,7 @@ from robopipe.conversion.repairs import (
 )
 from robopipe.formats.v21_reader import V21Source
 from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA, SHARD_STATS
-from robopipe.stats import episode_stats_from_files
+from robopipe.stats import episode_stats_from_files, v20_episode_stats
 
 
 def build_shard(
@@ -47,7 +47,9 @@ def build_shard(
     The repairs the plan's options turn on (
     :mod:`robopipe.conversion.repairs`) are applied to each episode's rows; with
     ``compute_missing_stats``, the stats of episodes that ``episodes_stats.jsonl`` lacks go to
-    ``stats.json`` (``{source episode index: stats}``) beside the rows, for the meta job.
+    ``stats.json`` (``{source episode index: stats}``) beside the rows, for the meta job; of a
+    v2.0 source, every episode's, as lerobot 0.3's v2.0 -> v2.1 step computes them
+    (:func:`robopipe.stats.v20_episode_stats`).
 
     Raises:
         DatasetError: an episode's parquet is unreadable or its schema differs from the
@@ -64,7 +66,20 @@ def build_shard(
             _episode_table(source, ep, renumber, restamp_timestamps, tolerance_s, repairs)
             for ep in episodes
         ]
-        if repairs.get("compute_missing_stats"):
+        if source.info["codebase_version"] == "v2.0":  # robopipe.sources.v20
+            computed = {
+                ep.source_episode_index: v20_episode_stats(
+                    source.root,
+                    source.info,
+                    ep.source_episode_index,
+                    ep.length,
+                    source.data_file(ep.source_episode_index),
+                    {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys},
+                )
+                for ep in episodes
+            }
+            write_json(tmp / SHARD_STATS, computed, indent=None)
+        elif repairs.get("compute_missing_stats"):
             # which episodes have stats, a line at a time: not every episode's stats
             from robopipe.conversion.check import _stats_episodes
 

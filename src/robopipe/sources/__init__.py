@@ -19,14 +19,15 @@ from robopipe.sources.generated import Demo, Robomimic
 from robopipe.sources.local_v21 import LocalV21
 from robopipe.sources.remote import read_remote_info, remote_url, tagged_version
 from robopipe.sources.remote_v21 import RemoteV21
+from robopipe.sources.v20 import LocalV20, RemoteV20
 from robopipe.sources.v30 import LocalV30, RemoteV30
 
 # config key -> {codebase version: class}; the entry None is the class of any other version
 # (a v2.1 source: its check names an unknown or missing version)
 KINDS: dict[str, dict[str | None, type[Source]]] = {
-    "path": {"v3.0": LocalV30, None: LocalV21},
-    "url": {"v3.0": RemoteV30, None: RemoteV21},
-    "repo_id": {"v3.0": RemoteV30, None: RemoteV21},
+    "path": {"v3.0": LocalV30, "v2.0": LocalV20, None: LocalV21},
+    "url": {"v3.0": RemoteV30, "v2.0": RemoteV20, None: RemoteV21},
+    "repo_id": {"v3.0": RemoteV30, "v2.0": RemoteV20, None: RemoteV21},
     "demo": {None: Demo},
     "robomimic": {None: Robomimic},
 }
@@ -38,8 +39,10 @@ __all__ = [
     "SOURCE_KEYS",
     "ConvertedSource",
     "Demo",
+    "LocalV20",
     "LocalV21",
     "LocalV30",
+    "RemoteV20",
     "RemoteV21",
     "RemoteV30",
     "Robomimic",
