@@ -6,6 +6,7 @@ import pytest
 
 from robopipe.errors import DatasetError
 from robopipe.sources import Demo, LocalV21, LocalV30, RemoteV21, RemoteV30, Robomimic, open_source
+from robopipe.sources.base import digest
 
 
 def _folder(tmp_path, version):
@@ -116,3 +117,8 @@ def test_push_options_without_push_section():
     }
     with pytest.raises(ValueError, match="'b' has no push"):
         open_source("b", {"demo": {}}).push_options()
+
+
+def test_digest_is_order_independent():
+    assert digest({"a": 1, "b": [2]}) == digest({"b": [2], "a": 1})
+    assert digest({"a": 1}) != digest({"a": 2})

@@ -9,7 +9,7 @@ import pytest
 from robopipe.conversion.options import ConversionOptions
 from robopipe.conversion.plan import make_plan
 from robopipe.formats.v21_reader import load_source
-from robopipe.workflow.sources import Datasets, UnplannableSource, digest
+from robopipe.workflow.sources import Datasets, UnplannableSource
 
 
 def config_of(**datasets):
@@ -98,11 +98,6 @@ def test_unplannable_source_names_every_problem(make_v21, tmp_path):
     text = "\n".join(caught.value.lines)
     assert "broken" in text
     assert "episode_000000.parquet" in text and "episode_000002.parquet" in text
-
-
-def test_digest_is_order_independent():
-    assert digest({"a": 1, "b": [2]}) == digest({"b": [2], "a": 1})
-    assert digest({"a": 1}) != digest({"a": 2})
 
 
 def _without_seven_mp4s(make_v21, root):

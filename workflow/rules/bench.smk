@@ -24,6 +24,12 @@ def bench_scenarios(dataset):
     return bench_jobs.source_scenarios(config["bench"], DATASETS[dataset])
 
 
+def remote(wildcards):
+    """(bench source, url, storage_options) of a remote v3.0 dataset that a bench source reads
+    where it is, else Nones (robopipe.workflow.bench.remote_settings)."""
+    return bench_jobs.remote_settings(DATASETS[wildcards.dataset])
+
+
 def scenario_resource(key):
     """A resource of a scenario's job (robopipe.workflow.bench.resources)."""
     return lambda wildcards: bench_jobs.resources(wildcards.scenario)[key]
@@ -79,7 +85,7 @@ rule bench_scenario:
     params:
         settings=lambda w: bench_jobs.dataset_settings(
             config["bench"],
-            *bench_jobs.remote_settings(DATASETS[w.dataset]),
+            *remote(w),
             episodes=DATASETS[w.dataset].read_episodes(),
         ),
     script:
@@ -105,8 +111,8 @@ rule bench_ceiling:
     params:
         options=lambda w: bench_jobs.ceiling_options(config["bench"]),
         # a remote v3.0 dataset's URL and fsspec options (the copies: none)
-        url=lambda w: "" if w.suffix else bench_jobs.remote_settings(DATASETS[w.dataset])[1] or "",
-        storage_options=lambda w: bench_jobs.remote_settings(DATASETS[w.dataset])[2] or {},
+        url=lambda w: "" if w.suffix else remote(w)[1] or "",
+        storage_options=lambda w: remote(w)[2] or {},
     script:
         "../../scripts/bench_ceiling.py"
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from robopipe.sources.base import ConvertedSource, Source, V30Source, digest, read_local_info
+from robopipe.sources.base import ConvertedSource, Source, V30Source, read_local_info
 from robopipe.sources.generated import Demo, Robomimic
 from robopipe.sources.local_v21 import LocalV21
 from robopipe.sources.remote import read_remote_info, remote_url, tagged_version
@@ -48,7 +48,6 @@ __all__ = [
     "Robomimic",
     "Source",
     "V30Source",
-    "digest",
     "open_source",
     "read_info",
 ]

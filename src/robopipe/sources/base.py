@@ -77,8 +77,8 @@ class Source(ABC):
         version: the LeRobot codebase version it is read as (``v2.0``, ``v2.1``, ``v3.0``).
         converted: whether it is converted here (else read where it is).
         parse_time_plan: whether its conversion is planned while the DAG is built (a local
-            folder: every shard and file job is listed by ``snakemake -n``), else by the
-            ``plan`` checkpoint.
+            folder: every shard and file job is listed by ``snakemake -n``; such a source has
+            ``v21``, its metadata, and signs its files), else by the ``plan`` checkpoint.
         plan_stage: the SLURM group stage of its ``plan`` job for a small dataset
             (robopipe.workflow.groups).
     """

@@ -15,10 +15,10 @@ from robopipe.conversion.check import check_source, write_report
 from robopipe.conversion.plan import Plan, load_plan, make_plan
 from robopipe.errors import DatasetError
 from robopipe.layout import LOG_FILE
-from robopipe.sources import Source, digest, open_source
+from robopipe.sources import Source, open_source
 from robopipe.workflow import targets
 
-__all__ = ["REFUSAL_REPORT", "Datasets", "UnplannableSource", "digest"]
+__all__ = ["REFUSAL_REPORT", "Datasets", "UnplannableSource"]
 
 # Where a source refused while the DAG is built has its check report: where the check job puts
 # a failing one (rule source_check's log.report). Not the check's output, check.json: a report
