@@ -216,6 +216,269 @@ def restamped_timestamp_stats(length: int, fps: float, dtype: str = "float32") -
     return _to_lists(numeric_stats((np.arange(length) / fps).astype(dtype)))
 
 
+# ---------------------------------------------------------------------------- v2.0 episodes
+V20_TOLERANCE_S = 1e-4  # lerobot 0.3.3 LeRobotDataset(tolerance_s=1e-4)
+
+
+def v20_episode_stats(
+    root: Path,
+    info: Mapping,
+    episode_index: int,
+    length: int,
+    data_file: Path,
+    video_files: Mapping[str, Path],
+    *,
+    tolerance_s: float = V20_TOLERANCE_S,
+) -> dict[str, dict[str, list]]:
+    """One episode's ``episodes_stats.jsonl`` ``"stats"`` for a LeRobot v2.0 dataset, as lerobot
+    0.3.3's v2.0 -> v2.1 script computes it (``datasets/v21/convert_stats.py:34``
+    ``convert_episode_stats``, then ``utils.py:121`` ``serialize_dict``).
+
+    Unlike a v2.1 writer's stats (:func:`compute_episode_stats`), these come from the files,
+    through ``LeRobotDataset``:
+
+    - Every feature of ``info["features"]``, in that order (a ``string`` feature makes
+      lerobot's script fail; so does this function, with ValueError).
+    - Numeric features: the episode's rows of the column as ``hf_transform_to_torch``
+      (``utils.py:257``) gives them, ``torch.tensor`` of the Python values: floats become
+      float32, integers int64, booleans stay bool; then min/max/mean/std over axis 0, with
+      ``keepdims`` for a ``(T,)`` column (min/max in that dtype, float32 data gives float32
+      mean/std, integer or bool data float64).
+    - Cameras (``video``): ``sample_episode_video_frames`` (``convert_stats.py:25``). The
+      ``N = estimate_num_samples(length)`` indices of :func:`sample_indices` are passed to
+      ``_get_query_timestamps`` (``lerobot_dataset.py:661``), which reads them as indices
+      into the WHOLE dataset, not the episode (a quirk: they are not offset by the episode's
+      start). So the query times are the ``timestamp`` values of the dataset's rows
+      ``sample_indices(length)``, rows counted over the data files in sorted path order
+      (``load_dataset("parquet", data_dir=root / "data")``); for an episode longer than
+      episode 0, the later samples fall in episode 1 and its times restart at 0 s. The frames
+      of THIS episode's video at those times are decoded (``decode_video_frames_torchcodec``,
+      ``video_utils.py:173``: the frame nearest in time; a query farther than ``tolerance_s``
+      from every frame raises ValueError where lerobot raises AssertionError) as float32
+      ``uint8 / 255`` in [0, 1], full resolution (no downsampling), C-contiguous
+      ``(N, 3, H, W)`` as torchcodec 0.5's stacked frames are (numpy sums in memory order,
+      so the layout fixes the last bits). min/max/mean/std over axes (0, 2, 3)
+      with ``keepdims`` (``get_feature_stats``, ``compute_stats.py:75``), then the batch
+      axis squeezed: float32 arrays of shape ``(3, 1, 1)``, NOT divided by 255 again;
+      ``count`` is ``[N]``.
+    - Stored images (``image``): every row of the episode, not a sample, decoded as
+      ``datasets`` and torchvision's ``ToTensor`` do (:func:`_stored_frames`): float32
+      ``(T, C, H, W)`` in [0, 1]; the same reductions, ``count`` ``[T]``.
+    - Sums in numpy 2.2's order (:func:`_sum_numpy22`; the numpy of lerobot 0.3.3 on its
+      Python 3.10): numpy 2.3 and later sum long float runs in another order, which moves
+      the last bits of a camera's mean and std (by up to 1e-6 on cr5).
+    - No quantiles (0.3.3 has none). Values serialised with ``tolist()``: float32 numbers
+      become the Python floats they equal.
+
+    Args:
+        root: the dataset's root (its ``data/`` folder gives the query times).
+        info: ``meta/info.json`` as a dict.
+        episode_index: the episode (named in errors).
+        length: its number of frames (``episodes.jsonl``'s ``length``).
+        data_file: its parquet file.
+        video_files: camera key -> its mp4, one per ``video`` feature.
+
+    Raises:
+        ValueError: a string feature (lerobot's script fails on it), a one-frame episode
+            with a video (lerobot's ``squeeze(0)`` then fails), a column missing, an image
+            that is not 8-bit, or a video frame too far from its query time.
+    """
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(data_file)
+    query_times = None
+    stats = {}
+    for key, feature in info["features"].items():
+        dtype = feature.get("dtype")
+        if dtype == "string":
+            raise ValueError(f"episode {episode_index}: string feature {key!r} (lerobot 0.3 fails)")
+        if dtype != "video" and key not in table.schema.names:
+            raise ValueError(f"episode {episode_index}: no column {key!r} in {data_file}")
+        if dtype == "video":
+            if length < 2:
+                raise ValueError(f"episode {episode_index}: one frame, lerobot 0.3 fails on it")
+            if query_times is None:
+                query_times = _leading_timestamps(root, length)[sample_indices(length)]
+            frames = _frames_at(video_files[key], query_times, tolerance_s, episode_index)
+        elif dtype == "image":
+            frames = _stored_frames(table.column(key), episode_index)
+        else:
+            values = _torch_values(table.column(key))
+            stats[key] = _stats_numpy22(values, axis=0, keepdims=values.ndim == 1)
+            continue
+        raw = _stats_numpy22(frames, axis=(0, 2, 3), keepdims=True)
+        stats[key] = {k: v if k == "count" else np.squeeze(v, axis=0) for k, v in raw.items()}
+    return {key: _to_lists(value) for key, value in stats.items()}
+
+
+def _stored_frames(column: pa.ChunkedArray, episode: int) -> np.ndarray:
+    """An image column's frames as lerobot 0.3.3 gives them to the stats: every row, decoded
+    by Pillow as ``datasets``' ``Image`` feature does (EXIF orientation applied), then
+    torchvision's ``ToTensor`` (float32 ``uint8 / 255``, channel-first), stacked by
+    ``np.array``: C-contiguous float32 ``(T, C, H, W)``."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    frames = []
+    for cell in column.to_pylist():
+        with Image.open(io.BytesIO(cell["bytes"])) as image:
+            image.load()
+            if image.getexif().get(Image.ExifTags.Base.Orientation) is not None:
+                image = ImageOps.exif_transpose(image)
+            if image.mode in ("I", "I;16", "F"):
+                raise ValueError(f"episode {episode}: {image.mode} images are not 8-bit")
+            pixels = np.array(image, dtype=np.uint8) * np.uint8(255 if image.mode == "1" else 1)
+        if pixels.ndim == 2:
+            pixels = pixels[:, :, None]
+        frames.append(pixels.transpose(2, 0, 1) / np.float32(255))
+    return np.array(frames)
+
+
+def _stats_numpy22(array: np.ndarray, axis, keepdims: bool) -> dict[str, np.ndarray]:
+    """``get_feature_stats`` (lerobot 0.3.3 ``compute_stats.py:75``) with the sums that numpy
+    2.2 computes, whatever numpy runs here (see :func:`_sum_numpy22`): min/max/mean/std/count
+    of ``array`` over ``axis`` (an int or a tuple), numpy's dtypes (float32 data gives float32,
+    integer or bool data float64 mean/std)."""
+    reduced = (axis,) if isinstance(axis, int) else tuple(axis)
+    count = np.intp(np.prod([array.shape[a] for a in reduced]))  # numpy's _count_reduce_items
+    dtype = np.float64 if array.dtype.kind in "biu" else None  # numpy's _mean and _var
+    # numpy 2.2 _methods._mean and _var, with umr_sum in numpy 2.2's order
+    mean = _sum_numpy22(array, reduced, dtype)
+    mean = np.true_divide(mean, count, out=mean, casting="unsafe")
+    deviation = np.asanyarray(array - mean)
+    deviation = np.multiply(deviation, deviation, out=deviation)
+    var = _sum_numpy22(deviation, reduced, dtype)
+    var = np.true_divide(var, np.maximum(count, 0), out=var, casting="unsafe")
+    std = np.sqrt(var, out=var)
+    if not keepdims:
+        mean, std = mean.squeeze(reduced), std.squeeze(reduced)
+    return {
+        "min": np.min(array, axis=axis, keepdims=keepdims),
+        "max": np.max(array, axis=axis, keepdims=keepdims),
+        "mean": mean,
+        "std": std,
+        "count": np.array([len(array)]),
+    }
+
+
+NUMPY_BUFSIZE = 8192  # numpy's default ufunc buffer size (np.getbufsize()), in elements
+
+
+def _sum_numpy22(array: np.ndarray, reduced: tuple[int, ...], dtype) -> np.ndarray:
+    """``np.add.reduce(array, axis=reduced, dtype=dtype, keepdims=True)`` summed in numpy
+    2.2's order, which numpy 2.3 changed (its iterator no longer cuts inner loops at the
+    buffer size), so float sums differ in the last bits between the two.
+
+    numpy 2.2, for a C-contiguous array: the reduced axes at the end of the shape form runs
+    of contiguous elements; each run is cut into chunks of :data:`NUMPY_BUFSIZE` elements,
+    each chunk is summed pairwise (numpy's ``pairwise_sum``, as ``np.add.reduce`` of that
+    chunk alone sums it in any numpy version), and each output element adds its chunks one
+    after the other, in memory order (the earlier reduced axes, then the chunks). Runs of one
+    element (the last axis kept) make a plain running sum; axes of length 1 do not count.
+    Checked bit for bit against numpy 2.2.6 (the one lerobot 0.3.3's Python 3.10 gets) on
+    camera frames ``(N, 3, H, W)`` over ``(0, 2, 3)``, and on ``(T,)``, ``(T, 1)`` and
+    ``(T, D)`` columns (float32, int64, bool) over axis 0.
+    """
+    keepdims_shape = [1 if a in reduced else n for a, n in enumerate(array.shape)]
+    # numpy's iterator drops axes of length 1
+    axes = [a for a, n in enumerate(array.shape) if n != 1]
+    reduced = tuple(i for i, a in enumerate(axes) if a in reduced)
+    array = np.ascontiguousarray(array).reshape([array.shape[a] for a in axes])
+    split = array.ndim
+    while split and split - 1 in reduced:
+        split -= 1
+    run = int(np.prod(array.shape[split:]))
+    runs = array.reshape(*array.shape[:split], run)
+    chunks = np.stack(
+        [
+            np.add.reduce(runs[..., start : start + NUMPY_BUFSIZE], axis=-1, dtype=dtype)
+            for start in range(0, run, NUMPY_BUFSIZE)
+        ],
+        axis=-1,
+    )  # (*outer, chunks)
+    outer_reduced = [a for a in range(split) if a in reduced]
+    kept = [a for a in range(split) if a not in reduced]
+    steps = chunks.transpose(*outer_reduced, split, *kept)
+    steps = steps.reshape(-1, *[array.shape[a] for a in kept])
+    total = np.add.accumulate(steps, axis=0)[-1]
+    return total.reshape(keepdims_shape)
+
+
+def _torch_values(column: pa.ChunkedArray) -> np.ndarray:
+    # lerobot 0.3.3 utils.py:257 hf_transform_to_torch: torch.tensor of each row's Python value
+    # (float -> float32, int -> int64), stacked by np.array
+    import pyarrow as pa
+
+    leaf = column.type
+    while (
+        pa.types.is_list(leaf) or pa.types.is_fixed_size_list(leaf) or pa.types.is_large_list(leaf)
+    ):
+        leaf = leaf.value_type
+    if pa.types.is_floating(leaf):
+        dtype = np.float32
+    elif pa.types.is_integer(leaf):
+        dtype = np.int64
+    elif pa.types.is_boolean(leaf):
+        dtype = np.bool_
+    else:
+        raise ValueError(f"column of type {column.type}: not a numeric feature")
+    return np.array(column.to_pylist(), dtype=dtype)
+
+
+def _leading_timestamps(root: Path, count: int) -> np.ndarray:
+    """The ``timestamp`` values of the dataset's first ``count`` rows, the data files read in
+    sorted path order (``load_dataset``'s order): float32 ``(count,)``."""
+    import pyarrow.parquet as pq
+
+    values, held = [], 0
+    for path in sorted((Path(root) / "data").rglob("*.parquet")):
+        if held >= count:
+            break
+        column = pq.read_table(path, columns=["timestamp"]).column("timestamp")
+        values.append(column.to_numpy().astype(np.float32))
+        held += len(values[-1])
+    if held < count:
+        raise ValueError(f"{root}: {held} rows in data/, fewer than an episode's {count}")
+    return np.concatenate(values)[:count]
+
+
+def _frames_at(path: Path, times: np.ndarray, tolerance_s: float, episode: int) -> np.ndarray:
+    """The mp4's frames nearest to ``times`` (seconds), as lerobot 0.3.3 gives them to the
+    stats: float32 ``uint8 / 255``, C-contiguous ``(N, 3, H, W)``."""
+    import av
+
+    from robopipe.remux import MP4
+
+    times = times.astype(np.float64)
+    last = times.max() + tolerance_s
+    kept_times, kept = [], []  # only frames within tolerance_s of a query time
+    with av.open(str(path), format=MP4) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for frame in container.decode(stream):
+            if frame.time > last:
+                break
+            if np.any(np.abs(times - frame.time) < tolerance_s):
+                kept_times.append(frame.time)
+                kept.append(frame.to_ndarray(format="rgb24"))
+    found = np.array(kept_times)
+    nearest = [int(np.abs(found - t).argmin()) if kept else -1 for t in times]
+    far = [
+        t for t, j in zip(times, nearest, strict=True) if j < 0 or abs(found[j] - t) >= tolerance_s
+    ]
+    if far:
+        raise ValueError(
+            f"episode {episode}: no frame of {path} within {tolerance_s} s of "
+            f"{far[:5]} s (lerobot 0.3's video tolerance)"
+        )
+    height, width, _ = kept[0].shape
+    frames = np.empty((len(times), 3, height, width), dtype=np.float32)
+    for i, position in enumerate(nearest):
+        np.divide(kept[position].transpose(2, 0, 1), np.float32(255), out=frames[i])
+    return frames
+
+
 # ---------------------------------------------------------------------------- many episodes
 def aggregate_feature_stats(stats: list[dict]) -> dict[str, np.ndarray]:
     """Aggregate one feature's stats over episodes (lerobot 0.6.1 ``compute_stats.py:582``).
@@ -469,23 +732,3 @@ class _StatColumn:
                 widened.append(row)
         self.close()
         vars(self).update(vars(widened))
-
-
-def v20_episode_stats(
-    root: Path,
-    info: Mapping,
-    episode_index: int,
-    length: int,
-    data_file: Path,
-    video_files: Mapping[str, Path],
-) -> dict[str, dict[str, list]]:
-    """PLACEHOLDER of the stats of one episode of a LeRobot v2.0 dataset, as lerobot 0.3's
-    ``convert_dataset_v20_to_v21`` computes them (one ``episodes_stats.jsonl`` row's
-    ``stats``); the real function, bit for bit lerobot's, is merged from branch stats20.
-
-    Here: :func:`episode_stats_from_files` of the episode's parquet (``data_file``, ``length``
-    rows) and mp4s (``video_files``: camera key -> path), features from ``info``.
-    """
-    import pyarrow.parquet as pq
-
-    return episode_stats_from_files(pq.read_table(data_file), info["features"], video_files)

@@ -10,8 +10,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from robopipe.conversion.check_v30 import check_v30
+from robopipe.conversion.plan import load_planned_source
+from robopipe.conversion.shard import build_shard
 from robopipe.formats.v21_reader import load_source
+from robopipe.layout import SHARD_STATS
+from robopipe.source_cache import fetch_shard_files, plan_remote
 from robopipe.sources import LocalV20, RemoteV20, open_source
+from robopipe.sources.v20 import leading_data_files
 from robopipe.stats import aggregate_stats, v20_episode_stats
 from robopipe.workflow.sources import Datasets
 
@@ -81,3 +86,32 @@ def test_a_v20_dataset_converts_with_lerobot_s_v20_stats(v20, tmp_path, run_snak
                 np.testing.assert_array_equal(
                     np.asarray(row[f"stats/{feature}/{stat}"]), np.asarray(value), err_msg=feature
                 )
+
+
+def test_a_remote_shard_fetches_the_rows_whose_times_lerobot_samples_at(v20):
+    source = load_source(v20, "ds")
+    lengths = [e["length"] for e in source.episodes]
+    assert leading_data_files(source, 1) == [source.data_file(0)]
+    assert leading_data_files(source, lengths[0]) == [source.data_file(0)]
+    assert leading_data_files(source, lengths[0] + 1) == [source.data_file(0), source.data_file(1)]
+    assert leading_data_files(source, sum(lengths)) == [source.data_file(i) for i in range(4)]
+
+
+def test_a_remote_shard_job_alone_computes_lerobot_s_stats(v20, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the cache: results/ds/source_cache
+    entry = {"url": f"file://{v20}", "conversion": {"episodes_per_shard": 2}}
+    source = open_source("ds", entry)
+    plan = plan_remote(tmp_path / "source.sqlite", "ds", source.options, **source.remote_listing())
+    remote = load_planned_source(plan.source, "ds", plan)
+    last = plan.shards[-1].id  # episodes 2 and 3: the cache holds nothing of episode 0 yet
+    fetch_shard_files(remote, plan, last)
+    build_shard(remote, plan, last, tmp_path / "shard")
+    computed = json.loads((tmp_path / "shard" / SHARD_STATS).read_text())
+    local = load_source(v20, "ds")
+    assert set(computed) == {"2", "3"}
+    for i in (2, 3):
+        files = {k: local.video_file(i, k) for k in local.video_keys}
+        expected = v20_episode_stats(
+            v20, local.info, i, local.episodes[i]["length"], local.data_file(i), files
+        )
+        assert computed[str(i)] == json.loads(json.dumps(expected))

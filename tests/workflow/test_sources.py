@@ -85,7 +85,8 @@ def test_v30_sources_are_not_planned(tmp_path):
     assert remote.sizes_info("hub", copies=True) == "results/hub/local_copy/meta/info.json"
 
 
-def test_unplannable_source_names_every_problem(make_v21, tmp_path):
+def test_unplannable_source_names_every_problem(make_v21, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the report: results/logs/broken/check.json
     root = tmp_path / "broken"
     shutil.copytree(make_v21(episodes=3), root)
     for parquet in root.glob("data/*/*.parquet"):

@@ -30,6 +30,8 @@ from robopipe.conversion.repairs import (
 )
 from robopipe.formats.v21_reader import V21Source
 from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA, SHARD_STATS
+from robopipe.sources.v20 import VERSION as VERSION_V20
+from robopipe.sources.v20 import leading_data_files
 from robopipe.stats import episode_stats_from_files, v20_episode_stats
 
 
@@ -66,7 +68,9 @@ def build_shard(
             _episode_table(source, ep, renumber, restamp_timestamps, tolerance_s, repairs)
             for ep in episodes
         ]
-        if source.info["codebase_version"] == "v2.0":  # robopipe.sources.v20
+        if source.info["codebase_version"] == VERSION_V20:
+            if source.remote:  # the rows whose times the frames are sampled at
+                source.fetch(leading_data_files(source, max(ep.length for ep in episodes)))
             computed = {
                 ep.source_episode_index: v20_episode_stats(
                     source.root,

@@ -12,12 +12,30 @@ v2.1 kind's: a local folder is :class:`LocalV20`, a remote one :class:`RemoteV20
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 from robopipe.conversion.options import ConversionOptions
+from robopipe.formats.v21_reader import V21Source
 from robopipe.sources.local_v21 import LocalV21
 from robopipe.sources.remote_v21 import RemoteV21
 
 VERSION = "v2.0"
+
+
+def leading_data_files(source: V21Source, rows: int) -> list[Path]:
+    """The data files that hold the dataset's first ``rows`` rows, every data file counted in
+    sorted path order (``length`` rows each, episodes.jsonl's): where lerobot 0.3's v2.0 ->
+    v2.1 step reads the times it samples an episode's frames at
+    (:func:`robopipe.stats.v20_episode_stats`), so a remote source's shard job fetches them
+    besides its own episodes' files."""
+    files = sorted((source.data_file(e), e) for e in range(len(source.episodes)))
+    chosen, held = [], 0
+    for path, episode in files:
+        if held >= rows:
+            break
+        chosen.append(path)
+        held += source.episodes[episode]["length"]
+    return chosen
 
 
 class V20:
