@@ -98,14 +98,14 @@ def write_meta(
     meta_dir = Path(meta_dir)
     features = with_default_features(source.info["features"], _source_schema(source, plan))
     durations, time_bases = _video_durations(plan, video_episodes)
-    computed = _ShardStats(shard_dirs)
+    computed = _ShardStats(shard_dirs, plan)
     found = _SourceStats(source)
     aggregator = StatsAggregator()
 
     def stats_of(ep: PlannedEpisode) -> dict:
         entry = found.get(ep.source_episode_index)
         if entry is None:
-            entry = computed.get(ep.source_episode_index)
+            entry = computed.get(ep)
         stats = episode_stats(
             source,
             ep,
@@ -128,24 +128,31 @@ def write_meta(
 
 
 class _ShardStats:
-    """The stats the shard jobs computed (their ``stats.json``), one shard's at a time: the
-    episodes are asked for in plan order, which is the shards' order, so that memory holds
-    one shard's stats, not every episode's."""
+    """The stats the shard jobs computed (their ``stats.json``), one shard's at a time: an
+    episode's are read from its own shard's file, and episodes are asked for in plan order,
+    so that memory holds one shard's stats, not every episode's.
 
-    def __init__(self, shard_dirs) -> None:
-        self.dirs = iter(shard_dirs)
-        self.current: dict[str, dict] = {}
+    ``shard_dirs``: every shard's folder, in the order of ``plan.shards``, or none (no stats
+    computed)."""
 
-    def get(self, episode: int) -> dict | None:
-        """The episode's computed stats, or None when no later shard computed them."""
-        key = str(episode)
-        while key not in self.current:
-            shard_dir = next(self.dirs, None)
-            if shard_dir is None:
-                return None
-            path = Path(shard_dir) / SHARD_STATS
-            self.current = json.loads(path.read_text("utf-8")) if path.is_file() else {}
-        return self.current.pop(key)
+    def __init__(self, shard_dirs, plan: Plan) -> None:
+        self.dirs = list(shard_dirs)
+        self.shards = plan.shards
+        self.position = -1  # of the shard whose stats are held
+        self.held: dict[str, dict] = {}
+
+    def get(self, ep: PlannedEpisode) -> dict | None:
+        """Episode ``ep``'s computed stats, or None where its shard computed none."""
+        if not self.dirs:
+            return None
+        position = max(self.position, 0)
+        while ep.episode_index >= self.shards[position].stop:
+            position += 1
+        if position != self.position:
+            path = Path(self.dirs[position]) / SHARD_STATS
+            self.held = json.loads(path.read_text("utf-8")) if path.is_file() else {}
+            self.position = position
+        return self.held.get(str(ep.source_episode_index))
 
 
 class _SourceStats:
