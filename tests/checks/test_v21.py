@@ -408,11 +408,11 @@ FAULTS = {
         "already LeRobot v3.0, there is nothing to convert",
     ),
     "unknown codebase_version": (
-        lambda root: _edit_info(root, lambda i: i.update(codebase_version="v2.0")),
+        lambda root: _edit_info(root, lambda i: i.update(codebase_version="v1.6")),
         "version",
         None,
         INFO,
-        "unknown codebase_version 'v2.0'",
+        "unknown codebase_version 'v1.6'",
     ),
     "info.json lacks fields": (
         lambda root: _edit_info(root, lambda i: i.pop("total_videos")),

@@ -117,6 +117,36 @@ def test_planning_errors_are_robopipe_lines_without_tracebacks(make_v21, tmp_pat
         assert noise not in result.stdout + result.stderr
 
 
+def test_a_refusal_while_the_dag_is_built_names_every_problem_in_its_report(
+    make_v21, tmp_path, run_snakemake
+):
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=10), root)
+    missing = sorted(
+        f"videos/chunk-000/observation.images.{camera}/episode_{episode:06d}.mp4"
+        for camera, episode in (
+            ("front", 0),
+            ("front", 3),
+            ("wrist", 6),
+            ("front", 9),
+            ("wrist", 2),
+            ("front", 5),
+            ("wrist", 8),
+        )  # fmt: skip
+    )
+    for rel in missing:
+        (root / rel).unlink()
+    result = run_snakemake(tmp_path, _config(root), "--cores", "2", "convert", "-n", check=False)
+    assert result.returncode == 1
+    assert "7 problem(s) in the source" in result.stderr
+    assert "(all of them in results/logs/ds/check.json)" in result.stderr
+    assert "Traceback" not in result.stdout + result.stderr
+    report = json.loads((tmp_path / "results/logs/ds/check.json").read_text())
+    assert report["counts"] == {"missing_file": 7}
+    assert sorted(p["file"] for p in report["problems"]) == missing
+    assert not (tmp_path / "results/ds/check.json").exists()
+
+
 def test_unknown_config_keys_name_the_nearest_valid_key(make_v21, tmp_path, run_snakemake):
     source = make_v21(episodes=6)
     config = {"datasetz": {"ds": {"path": str(source)}}}

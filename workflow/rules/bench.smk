@@ -9,7 +9,6 @@ from robopipe.layout import (
     BENCH_RESULT,
     BENCH_SAMPLES,
     CEILING_FILE,
-    CHECK_FILE,
     JOB_STATS_FILE,
     LOG_FILE,
     PUSH_FILE,
@@ -22,16 +21,13 @@ from robopipe.copies.encodings import ENCODING_PATTERN
 
 def bench_scenarios(dataset):
     """The scenarios of the configured matrix that apply to `dataset`."""
-    robomimic = DATASETS.kind(dataset) == "robomimic"
-    return bench_jobs.scenarios(
-        config["bench"], robomimic_source=robomimic, episodes_selected=episodes_selected(dataset)
-    )
+    return bench_jobs.source_scenarios(config["bench"], DATASETS[dataset])
 
 
-def episodes_selected(dataset):
-    """Whether the loaders read some episodes of `dataset` only (a v3.0 dataset's
-    `episodes:` or `skip_episodes`): a loader that cannot select episodes does not run."""
-    return DATASETS.is_v30(dataset) and DATASETS.episodes(dataset) is not None
+def remote(wildcards):
+    """(bench source, url, storage_options) of a remote v3.0 dataset that a bench source reads
+    where it is, else Nones (robopipe.workflow.bench.remote_settings)."""
+    return bench_jobs.remote_settings(DATASETS[wildcards.dataset])
 
 
 def scenario_resource(key):
@@ -50,34 +46,6 @@ def bench_pushed_input(wildcards):
     return []
 
 
-def remote_settings(dataset):
-    """(remote_source, url, storage_options) of a remote v3.0 dataset, else Nones: its own
-    bench source reads its URL (robopipe.workflow.bench.reads_url)."""
-    source = DATASETS.remote_source(dataset)
-    if source is None:
-        return None, None, None
-    return source, DATASETS.url(dataset), DATASETS.storage_options(dataset)
-
-
-def scenario_dataset_input(wildcards):
-    """input of bench_scenario: the info.json of what the scenario reads (its copy, the
-    dataset, or a remote dataset's local copy), or the check of a remote dataset for a
-    scenario that reads it at its URL (its settings name the URL; no folder is read)."""
-    name, scenario = wildcards.dataset, wildcards.scenario
-    if bench_jobs.reads_url(scenario, DATASETS.remote_source(name)):
-        return CHECK_FILE.format(dataset=name)
-    return bench_jobs.scenario_dataset(name, scenario, DATASETS.dataset_info(name))
-
-
-def ceiling_dataset_input(wildcards):
-    """input of bench_ceiling: the copy or dataset decoded; only the check for a remote
-    v3.0 dataset (measure_ceiling fetches its first video files)."""
-    name = wildcards.dataset
-    if not wildcards.suffix and DATASETS.is_remote_v30(name):
-        return CHECK_FILE.format(dataset=name)
-    return bench_jobs.ceiling_dataset(name, wildcards.suffix, DATASETS.dataset_info(name))
-
-
 def bench_robo_input(wildcards):
     """The robo archive a scenario reads when its loader reads one (robopipe_seq_tar; rule
     robomimic_robo), else nothing."""
@@ -88,7 +56,7 @@ def bench_robo_input(wildcards):
 
 rule bench_scenario:
     input:
-        dataset=scenario_dataset_input,
+        dataset=lambda w: bench_jobs.scenario_input(DATASETS[w.dataset], w.scenario),
         ready=ready_input,
         pushed=bench_pushed_input,
         robo=bench_robo_input,
@@ -117,8 +85,8 @@ rule bench_scenario:
     params:
         settings=lambda w: bench_jobs.dataset_settings(
             config["bench"],
-            *remote_settings(w.dataset),
-            episodes=DATASETS.episodes(w.dataset) if DATASETS.is_v30(w.dataset) else None,
+            *remote(w),
+            episodes=DATASETS[w.dataset].read_episodes(),
         ),
     script:
         "../../scripts/bench_scenario.py"
@@ -126,7 +94,7 @@ rule bench_scenario:
 
 rule bench_ceiling:
     input:
-        dataset=ceiling_dataset_input,
+        dataset=lambda w: bench_jobs.ceiling_input(DATASETS[w.dataset], w.suffix),
         ready=ready_input,
     output:
         json=CEILING_FILE,
@@ -143,8 +111,8 @@ rule bench_ceiling:
     params:
         options=lambda w: bench_jobs.ceiling_options(config["bench"]),
         # a remote v3.0 dataset's URL and fsspec options (the copies: none)
-        url=lambda w: "" if w.suffix else remote_settings(w.dataset)[1] or "",
-        storage_options=lambda w: remote_settings(w.dataset)[2] or {},
+        url=lambda w: "" if w.suffix else remote(w)[1] or "",
+        storage_options=lambda w: remote(w)[2] or {},
     script:
         "../../scripts/bench_ceiling.py"
 

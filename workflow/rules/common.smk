@@ -10,8 +10,6 @@ import yaml
 from snakemake.utils import validate
 
 from robopipe.config_check import config_problems
-from robopipe.conversion.plan import load_plan
-from robopipe.errors import DatasetError
 from robopipe.layout import (
     BENCH_RESULT,
     COPY_FILE,
@@ -20,7 +18,7 @@ from robopipe.layout import (
 )
 from robopipe.workflow import bench as bench_jobs
 from robopipe.workflow import groups, targets
-from robopipe.workflow.sources import Datasets, UnplannableSource, digest
+from robopipe.workflow.sources import Datasets
 
 
 def stop(lines):
@@ -50,23 +48,15 @@ def check_config():
 check_config()
 if not config.get("datasets"):
     config["datasets"] = config.get("default_datasets", {})
-DATASETS = Datasets(config)
-
-
-def check_sources():
-    """Stop on a remote source whose version cannot be read, one `robopipe: ...` line each
-    (a remote source reads its info.json here, once)."""
-    problems = []
-    for name in DATASETS.names():
-        try:
-            DATASETS.is_v30(name)
-        except DatasetError as exc:
-            problems.append(f"robopipe: {exc}")
-    if problems:
-        stop(problems)
-
-
-check_sources()
+# Each dataset's source (robopipe.sources), built once; a remote source whose version cannot
+# be read, or a local one that cannot be planned, stops the run with one line per problem.
+DATASETS = Datasets(
+    config,
+    checkpoint_plan=lambda name: checkpoints.plan.get(dataset=name).output.plan,
+    refuse=stop,
+)
+if DATASETS.problems:
+    stop(DATASETS.problems)
 
 # Every script rule's conda environment (`--sdm conda`), relative to workflow/rules/.
 ROBOPIPE_ENV = "../../envs/robopipe.yaml"
@@ -101,66 +91,38 @@ def dataset_names():
     return DATASETS.names()
 
 
-def local_plan(name):
-    """The parse-time plan of a local source; one that cannot be planned stops the run,
-    naming every problem the check finds."""
-    try:
-        return DATASETS.local_plan(name)
-    except UnplannableSource as exc:
-        stop(exc.lines)
-
-
 def plan_of(name):
-    """The conversion Plan of a dataset.
-
-    A local source is planned while the DAG is built (metadata and file sizes only), so
-    `snakemake -n` lists every shard and aggregate job; other sources are made by a rule
-    first, and their plan is read back from the `plan` checkpoint.
-    """
-    if DATASETS.is_local(name):
-        return local_plan(name)
-    return load_plan(checkpoints.plan.get(dataset=name).output.plan)
+    """The conversion Plan of a dataset (Datasets.plan): made while the DAG is built for a
+    local source, so that `snakemake -n` lists every shard and aggregate job; read back from
+    the `plan` checkpoint for a source a rule makes or a job lists."""
+    return DATASETS.plan(name)
 
 
 def slurm_group(rule_name):
     """group: of a conversion or source rule (robopipe.workflow.groups.slurm_group)."""
-
-    def group(wildcards):
-        name = wildcards.dataset
-        if DATASETS.is_local(name) and not DATASETS.is_v30(name):
-            episodes = len(local_plan(name).episodes)
-        else:
-            episodes = DATASETS.configured_episodes(name)
-        return groups.slurm_group(
-            rule_name,
-            name,
-            DATASETS.kind(name),
-            episodes,
-            config.get("slurm", {}).get("one_job_episodes", groups.ONE_JOB_EPISODES),
-        )
-
-    return group
-
-
-def source_of(wildcards):
-    """params: the dataset's v2.1 source folder."""
-    return DATASETS.source_dir(wildcards.dataset)
+    return lambda w: groups.slurm_group(
+        rule_name,
+        w.dataset,
+        DATASETS[w.dataset].plan_stage,
+        DATASETS.known_episodes(w.dataset),
+        config.get("slurm", {}).get("one_job_episodes", groups.ONE_JOB_EPISODES),
+    )
 
 
 def converted_datasets():
     """Every configured dataset as a loader may read it: published (a v2.1 source), or
     checked (a v3.0 source)."""
-    return [path for name in dataset_names() for path in DATASETS.ready(name)]
+    return [path for name in dataset_names() for path in DATASETS[name].ready()]
 
 
 def dataset_input(wildcards):
-    """input: the dataset's v3.0 info.json (Datasets.dataset_info)."""
-    return DATASETS.dataset_info(wildcards.dataset)
+    """input: the dataset's v3.0 info.json (Source.dataset_info)."""
+    return DATASETS[wildcards.dataset].dataset_info()
 
 
 def ready_input(wildcards):
-    """input: what must exist before the dataset is read (Datasets.ready)."""
-    return DATASETS.ready(wildcards.dataset)
+    """input: what must exist before the dataset is read (Source.ready)."""
+    return DATASETS[wildcards.dataset].ready()
 
 
 def report_inputs(wildcards):
@@ -177,15 +139,7 @@ def report_inputs(wildcards):
             for e in bench_jobs.encodings(scenarios)
         ],
         # a remote v3.0 dataset's mp4 sizes come from its local copy, made only for copies
-        "converted": (
-            []
-            if DATASETS.is_remote_v30(name) and not bench_jobs.encodings(scenarios)
-            else DATASETS.dataset_info(name)
-        ),
-        "conversion": (
-            []
-            if DATASETS.is_v30(name)
-            else targets.conversion_benchmarks(plan_of(name), name)
-        ),
+        "converted": DATASETS.sizes_info(name, bool(bench_jobs.encodings(scenarios))),
+        "conversion": DATASETS.conversion_benchmarks(name),
         "lerobot": [lerobot] if os.path.exists(lerobot) else [],
     }

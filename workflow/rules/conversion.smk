@@ -2,12 +2,10 @@
 # then proves it against the source), meta, validate, publish.
 # Every path is a template of robopipe.layout, shared with the code.
 #
-# A local source's files are in the params of the jobs that read them, with their size and
-# mtime: a changed, added or removed file reruns exactly those jobs (and the check). They are
-# not inputs: Snakemake's scheduler stats every input of every ready job on each scheduling
-# round, which for 972 episodes was 300,000 stat calls and a quarter of the run's CPU time.
-from robopipe.bench.peers import peer_python
-from robopipe.formats.v21_repairs import shards_compute_stats
+# What each job reads of a dataset's source is the source's to say (robopipe.sources): a local
+# source's files are in the params of the jobs that read them, with their size and mtime, so
+# that a changed, added or removed file reruns exactly those jobs (and the check).
+from robopipe.peer_env import peer_python
 from robopipe.layout import (
     CHECK_FILE,
     CHECK_PART_FILE,
@@ -19,8 +17,6 @@ from robopipe.layout import (
     STAGED_DATA_FILE,
     STAGED_META_DIR,
     STAGED_VIDEO_FILE,
-    V21_EPISODES_STATS_PATH,
-    V21_INFO_PATH,
     VALIDATED_DATA_FILE,
     VALIDATED_VIDEO_FILE,
     VALIDATION_FILE,
@@ -30,107 +26,13 @@ from robopipe.layout import (
 
 def conversion_of(wildcards):
     """params: the dataset's conversion settings (config keys)."""
-    return DATASETS.options(wildcards.dataset).to_dict()
-
-
-def check_source_input(wildcards):
-    """input of source_check: a local source's info.json (its other files are in the
-    params), nothing for a remote v3.0 dataset (checked where it is), or the folder a rule
-    makes."""
-    if DATASETS.is_local(wildcards.dataset):
-        return [f"{DATASETS.source_dir(wildcards.dataset)}/{V21_INFO_PATH}"]
-    if DATASETS.is_remote_v30(wildcards.dataset):
-        return []
-    if DATASETS.is_remote_v21(wildcards.dataset):
-        return [PLAN_FILE]  # the plan job lists the source into its manifest
-    return [DATASETS.source_dir(wildcards.dataset)]
-
-
-def check_location(wildcards):
-    """params of source_check: where the dataset is checked (a remote v3.0 dataset's URL,
-    else its folder)."""
-    if DATASETS.is_v30(wildcards.dataset):
-        return DATASETS.read_location(wildcards.dataset)
-    return DATASETS.source_dir(wildcards.dataset)
-
-
-def check_parts(wildcards):
-    """input parts of source_check: the part jobs' findings where the source is checked in
-    parts (Datasets.check_ranges), else none (the job checks every episode itself)."""
-    ranges = DATASETS.check_ranges(wildcards.dataset)
-    if len(ranges) == 1:
-        return []
-    return [
-        CHECK_PART_FILE.format(dataset=wildcards.dataset, part=f"{i:03d}")
-        for i in range(len(ranges))
-    ]
-
-
-def check_signatures(wildcards):
-    """params of source_check: a digest of a local source's meta files and file names (an
-    added or removed file reruns the check), and, where it checks every episode itself, of
-    its episodes' files (their size and mtime); "" for any other source."""
-    name = wildcards.dataset
-    if not DATASETS.is_local(name):
-        return ""
-    tree = DATASETS.check_tree_digest(name)
-    if len(DATASETS.check_ranges(name)) > 1:
-        return tree
-    return digest([tree, DATASETS.check_part_digest(name, 0, None)])
+    return DATASETS[wildcards.dataset].options.to_dict()
 
 
 def check_part_range(wildcards):
     """params of source_check_part: its episode indices, [first, stop) (stop None: the
     rest)."""
-    return DATASETS.check_ranges(wildcards.dataset)[int(wildcards.part)]
-
-
-def check_part_signatures(wildcards):
-    """params of source_check_part: a digest of its episodes' files' size and mtime."""
-    first, stop = check_part_range(wildcards)
-    return DATASETS.check_part_digest(wildcards.dataset, first, stop)
-
-
-def plan_source_input(wildcards):
-    """input of plan: a local source's meta files but the stats (a change replans), nothing
-    for a remote one (the job lists it), else the folder a rule makes."""
-    if DATASETS.is_remote_v21(wildcards.dataset):
-        return []
-    return [
-        path
-        for path in DATASETS.meta_files(wildcards.dataset)
-        if not path.endswith(V21_EPISODES_STATS_PATH)
-    ] or [DATASETS.source_dir(wildcards.dataset)]
-
-
-def parse_time_layout(wildcards):
-    """params of plan: a digest of what the parse-time plan of a local source decided
-    (episodes, files, shards), so that a source change that moves an episode replans."""
-    if not DATASETS.is_local(wildcards.dataset):
-        return ""
-    return plan_of(wildcards.dataset).layout_digest()
-
-
-def shard_signatures(wildcards):
-    """params of shard: a digest of the size and mtime of each parquet of the shard's
-    episodes (a local source); Snakemake holds every job's params for the whole run, so a
-    digest, not the per-file values."""
-    name = wildcards.dataset
-    if not DATASETS.is_local(name):
-        return ""
-    episodes = plan_of(name).shard_episodes(wildcards.shard)
-    paths = DATASETS.source_paths(name, [e.source_episode_index for e in episodes])
-    return digest(DATASETS.signatures_of(name, paths))
-
-
-def video_signatures(wildcards):
-    """params of aggregate_video: a digest of the size and mtime of each source mp4 of its
-    file (a local source)."""
-    name = wildcards.dataset
-    if not DATASETS.is_local(name):
-        return ""
-    key, chunk, file = wildcards.video_key, int(wildcards.chunk), int(wildcards.file)
-    return digest(DATASETS.signatures_of(name, DATASETS.source_videos(name, key, chunk, file)))
+    return DATASETS[wildcards.dataset].check_ranges()[int(wildcards.part)]
 
 
 def data_file_shards(wildcards):
@@ -139,13 +41,6 @@ def data_file_shards(wildcards):
     return targets.data_file_shards(
         plan, wildcards.dataset, int(wildcards.chunk), int(wildcards.file)
     )
-
-
-def stats_shards(wildcards):
-    """input of meta: the shard folders, where a repair computes stats in them."""
-    if not shards_compute_stats(DATASETS.options(wildcards.dataset)):
-        return []
-    return targets.shard_dirs(plan_of(wildcards.dataset), wildcards.dataset)
 
 
 def all_video_episodes(wildcards):
@@ -168,7 +63,7 @@ def validation_reports(wildcards):
 # then checks the metadata and merges them into the one report.
 rule source_check_part:
     input:
-        check_source_input,
+        lambda w: DATASETS[w.dataset].check_inputs(),
     output:
         CHECK_PART_FILE,
     log:
@@ -184,18 +79,18 @@ rule source_check_part:
         ROBOPIPE_ENV
     threads: 1
     params:
-        source=check_location,
+        source=lambda w: DATASETS[w.dataset].check_location(),
         options=conversion_of,
         episodes=check_part_range,
-        files=check_part_signatures,
+        files=lambda w: DATASETS[w.dataset].check_part_signatures(*check_part_range(w)),
     script:
         "../../scripts/source_check_part.py"
 
 
 rule source_check:
     input:
-        check_source_input,
-        parts=check_parts,
+        lambda w: DATASETS[w.dataset].check_inputs(),
+        parts=lambda w: DATASETS[w.dataset].check_parts(),
     output:
         CHECK_FILE,
     log:
@@ -218,12 +113,12 @@ rule source_check:
     # leaves the other cores to the plan and shard jobs.
     threads: 1
     params:
-        source=check_location,
+        source=lambda w: DATASETS[w.dataset].check_location(),
         options=conversion_of,
-        files=check_signatures,
-        v30=lambda w: DATASETS.is_v30(w.dataset),
-        storage_options=lambda w: DATASETS.storage_options(w.dataset),
-        episodes=lambda w: DATASETS.episodes(w.dataset) if DATASETS.is_v30(w.dataset) else None,
+        files=lambda w: DATASETS[w.dataset].check_signatures(),
+        v30=lambda w: not DATASETS[w.dataset].converted,
+        storage_options=lambda w: DATASETS[w.dataset].storage_options(),
+        episodes=lambda w: DATASETS[w.dataset].read_episodes(),
         peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's (v3.0)
     script:
         "../../scripts/source_check.py"
@@ -231,7 +126,7 @@ rule source_check:
 
 checkpoint plan:
     input:
-        plan_source_input,
+        lambda w: DATASETS[w.dataset].plan_inputs(),
     output:
         plan=PLAN_FILE,
     log:
@@ -243,10 +138,10 @@ checkpoint plan:
     conda:
         ROBOPIPE_ENV
     params:
-        source=source_of,
+        source=lambda w: DATASETS[w.dataset].folder,
         options=conversion_of,
-        layout=parse_time_layout,
-        remote=lambda w: DATASETS.remote_listing(w.dataset),
+        layout=lambda w: DATASETS.plan_layout(w.dataset),
+        remote=lambda w: DATASETS[w.dataset].remote_listing(),
     script:
         "../../scripts/plan.py"
 
@@ -268,7 +163,7 @@ rule shard:
     conda:
         ROBOPIPE_ENV
     params:
-        files=shard_signatures,
+        files=lambda w: DATASETS.shard_signatures(w.dataset, w.shard),
     script:
         "../../scripts/shard.py"
 
@@ -322,7 +217,9 @@ rule aggregate_video:
     conda:
         ROBOPIPE_ENV
     params:
-        files=video_signatures,
+        files=lambda w: DATASETS.video_signatures(
+            w.dataset, w.video_key, int(w.chunk), int(w.file)
+        ),
     script:
         "../../scripts/aggregate_video.py"
 
@@ -331,8 +228,8 @@ rule meta:
     input:
         plan=PLAN_FILE,
         video_episodes=all_video_episodes,
-        shards=stats_shards,
-        source=lambda w: DATASETS.meta_files(w.dataset),
+        shards=lambda w: DATASETS.stats_shards(w.dataset),
+        source=lambda w: DATASETS[w.dataset].meta_inputs(),
     output:
         directory(STAGED_META_DIR),
     log:
@@ -387,7 +284,7 @@ rule publish:
         LOG_FILE.format(dataset="{dataset}", step="publish"),
     params:
         # a remote source's cache, removed once published (unless keep_cache: true)
-        cache=lambda w: DATASETS.cache_to_remove(w.dataset),
+        cache=lambda w: DATASETS[w.dataset].cache_to_remove(),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="publish/publish")
     group:

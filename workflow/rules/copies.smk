@@ -17,9 +17,9 @@ from robopipe.layout import (
     LOG_FILE,
     PUBLISHED_INFO,
 )
-from robopipe.bench.peers import peer_python
+from robopipe.peer_env import peer_python
 from robopipe.copies.encodings import FILE_ENCODING_PATTERN, LANCE
-from robopipe.workflow.targets import COPY_PART_PATTERN, copy_part_names, plan_files
+from robopipe.workflow.targets import COPY_PART_PATTERN, copy_part_names
 
 
 def copy_files(template):
@@ -27,11 +27,7 @@ def copy_files(template):
     copy_file jobs of this copy write."""
 
     def files(wildcards):
-        name = wildcards.dataset
-        if DATASETS.is_v30(name):
-            data, videos = DATASETS.v30_files(name)
-        else:
-            data, videos = plan_files(plan_of(name))
+        data, videos = DATASETS.files(wildcards.dataset)
         names = copy_part_names(data, videos, wildcards.encoding)
         return [
             template.format(

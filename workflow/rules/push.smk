@@ -14,7 +14,7 @@ rule push_dataset:
     input:
         dataset=dataset_input,
         ready=ready_input,
-        validation=lambda w: DATASETS.validation(w.dataset),
+        validation=lambda w: DATASETS[w.dataset].validation(),
     output:
         PUSH_FILE,
     log:
@@ -26,7 +26,7 @@ rule push_dataset:
     resources:
         network=1,
     params:
-        push=lambda w: DATASETS.push_options(w.dataset),
+        push=lambda w: DATASETS[w.dataset].push_options(),
     script:
         "../../scripts/push_dataset.py"
 

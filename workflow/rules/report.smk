@@ -99,7 +99,7 @@ rule report_dataset:
         logs=LOGS_DIR,
         # loader -> why not run
         skipped_peers=lambda w: skipped_peers(
-            config.get("bench", {}), episodes_selected(w.dataset)
+            config.get("bench", {}), DATASETS[w.dataset].read_episodes() is not None
         ),
     script:
         "../../scripts/report_dataset.py"

@@ -15,7 +15,7 @@ import json
 
 def robomimic_hdf5(wildcards):
     """input: the dataset's robomimic file (configured, or generated)."""
-    return DATASETS.robomimic_hdf5(wildcards.dataset)
+    return DATASETS[wildcards.dataset].hdf5()
 
 
 def robomimic_batch_dirs(wildcards):
@@ -43,7 +43,7 @@ rule robomimic_generate:
     conda:
         ROBOPIPE_ENV
     params:
-        options=lambda w: config["datasets"][w.dataset]["robomimic"]["generate"],
+        options=lambda w: DATASETS[w.dataset].generate_options(),
     script:
         "../../scripts/robomimic_generate.py"
 
@@ -62,7 +62,7 @@ checkpoint robomimic_plan:
     conda:
         ROBOPIPE_ENV
     params:
-        options=lambda w: DATASETS.robomimic_options(w.dataset),
+        options=lambda w: DATASETS[w.dataset].robomimic_options(),
     script:
         "../../scripts/robomimic_plan.py"
 

@@ -1,7 +1,7 @@
 # Sources that a rule makes: the generated demo dataset and the local copy of
 # a remote v3.0 dataset (made only where a job needs local files: a `local` scenario, a
 # training copy, a served http/s3 scenario, a push).
-from robopipe.bench.peers import peer_python
+from robopipe.peer_env import peer_python
 from robopipe.layout import (
     CHECK_FILE,
     DEMO_DIR,
@@ -24,7 +24,7 @@ rule demo:
     conda:
         ROBOPIPE_ENV
     params:
-        demo=lambda w: DATASETS.demo_options(w.dataset),
+        demo=lambda w: DATASETS[w.dataset].demo_options(),
     script:
         "../../scripts/demo.py"
 
@@ -45,11 +45,11 @@ rule local_copy:
     resources:
         network=1,
     params:
-        url=lambda w: DATASETS.url(w.dataset),
-        storage_options=lambda w: DATASETS.storage_options(w.dataset),
-        tolerance_s=lambda w: DATASETS.options(w.dataset).tolerance_s,
-        skip_episodes=lambda w: DATASETS.options(w.dataset).skip_episodes,
-        episodes=lambda w: DATASETS.episodes(w.dataset),
+        url=lambda w: DATASETS[w.dataset].remote_url(),
+        storage_options=lambda w: DATASETS[w.dataset].storage_options(),
+        tolerance_s=lambda w: DATASETS[w.dataset].options.tolerance_s,
+        skip_episodes=lambda w: DATASETS[w.dataset].options.skip_episodes,
+        episodes=lambda w: DATASETS[w.dataset].read_episodes(),
         peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's
     script:
         "../../scripts/local_copy.py"

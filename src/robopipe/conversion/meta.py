@@ -97,17 +97,13 @@ def write_meta(
     dropped = undeclared_columns_to("drop", schema.names, source.info["features"], repairs)
     declared = undeclared_columns_to("declare", schema.names, source.info["features"], repairs)
     durations, time_bases = _video_durations(plan, video_episodes)
-    computed = {}
-    for shard_dir in shard_dirs:
-        path = Path(shard_dir) / SHARD_STATS
-        if path.is_file():
-            computed.update(json.loads(path.read_text("utf-8")))
+    computed = _ShardStats(shard_dirs, plan)
     found = _SourceStats(source)
     aggregator = StatsAggregator()
 
     def stats_of(ep: PlannedEpisode) -> dict:
         entry = found.get(ep.source_episode_index)
-        added = computed.get(str(ep.source_episode_index))
+        added = computed.get(ep)
         lacking = [name for name in declared if name not in (added or {})]
         if lacking:
             raise source.error(
@@ -138,6 +134,34 @@ def write_meta(
     write_json(meta_dir / _in_meta(STATS_PATH), aggregator.result())
     info = {**source.info, "features": features}
     write_json(meta_dir / _in_meta(INFO_PATH), convert_info(info, plan))
+
+
+class _ShardStats:
+    """The stats the shard jobs computed (their ``stats.json``), one shard's at a time: an
+    episode's are read from its own shard's file, and episodes are asked for in plan order,
+    so that memory holds one shard's stats, not every episode's.
+
+    ``shard_dirs``: every shard's folder, in the order of ``plan.shards``, or none (no stats
+    computed)."""
+
+    def __init__(self, shard_dirs, plan: Plan) -> None:
+        self.dirs = list(shard_dirs)
+        self.shards = plan.shards
+        self.position = -1  # of the shard whose stats are held
+        self.held: dict[str, dict] = {}
+
+    def get(self, ep: PlannedEpisode) -> dict | None:
+        """Episode ``ep``'s computed stats, or None where its shard computed none."""
+        if not self.dirs:
+            return None
+        position = max(self.position, 0)
+        while ep.episode_index >= self.shards[position].stop:
+            position += 1
+        if position != self.position:
+            path = Path(self.dirs[position]) / SHARD_STATS
+            self.held = json.loads(path.read_text("utf-8")) if path.is_file() else {}
+            self.position = position
+        return self.held.get(str(ep.source_episode_index))
 
 
 class _SourceStats:

@@ -32,7 +32,9 @@ from robopipe.formats.v21_repairs import (
     undeclared_columns_to,
 )
 from robopipe.layout import DEFAULT_TOLERANCE_S, SHARD_DATA, SHARD_STATS
-from robopipe.stats import episode_stats_from_files
+from robopipe.sources.v20 import VERSION as VERSION_V20
+from robopipe.sources.v20 import leading_data_files
+from robopipe.stats import episode_stats_from_files, v20_episode_stats
 
 
 def build_shard(
@@ -46,10 +48,11 @@ def build_shard(
 ) -> None:
     """Write the shard ``shard_id`` of ``plan`` into ``out_dir`` (atomically).
 
-    The repairs the plan's options turn on (
-    :mod:`robopipe.formats.v21_repairs`) are applied to each episode's rows; the stats they
-    compute (:func:`_computed_stats`) go to ``stats.json`` (``{source episode index:
-    stats}``) beside the rows, for the meta job.
+    The repairs the plan's options turn on (:mod:`robopipe.formats.v21_repairs`) are applied
+    to each episode's rows; the stats they compute (:func:`_computed_stats`) go to
+    ``stats.json`` (``{source episode index: stats}``) beside the rows, for the meta job; of
+    a v2.0 source, every episode's, as lerobot 0.3's v2.0 -> v2.1 step computes them
+    (:func:`robopipe.stats.v20_episode_stats`).
 
     Raises:
         DatasetError: an episode's parquet is unreadable or its schema differs from the
@@ -66,7 +69,22 @@ def build_shard(
             _episode_table(source, ep, renumber, restamp_timestamps, tolerance_s, repairs)
             for ep in episodes
         ]
-        computed = _computed_stats(source, episodes, tables, repairs)
+        if source.info["codebase_version"] == VERSION_V20:
+            if source.remote:  # the rows whose times the frames are sampled at
+                source.fetch(leading_data_files(source, max(ep.length for ep in episodes)))
+            computed = {
+                ep.source_episode_index: v20_episode_stats(
+                    source.root,
+                    source.info,
+                    ep.source_episode_index,
+                    ep.length,
+                    source.data_file(ep.source_episode_index),
+                    {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys},
+                )
+                for ep in episodes
+            }
+        else:
+            computed = _computed_stats(source, episodes, tables, repairs)
         if computed is not None:
             write_json(tmp / SHARD_STATS, computed, indent=None)
         schema = tables[0].schema

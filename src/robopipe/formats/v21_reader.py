@@ -47,6 +47,10 @@ REQUIRED_INFO_FIELDS = (
     "video_path",
 )
 
+# the versions read as v2.1: a v2.0 dataset is one without episodes_stats.jsonl
+# (robopipe.sources.v20)
+CONVERTED_VERSIONS = ("v2.0", "v2.1")
+
 STATS_FIX = "set `compute_missing_stats: true` to compute the missing stats"
 
 # The placeholders lerobot 0.3.x fills in v2.1 path templates, per template.
@@ -309,8 +313,11 @@ def info_problem(info: dict) -> str | None:
             "robopipe converts v2.1 sources only"
         )
     missing = [k for k in REQUIRED_INFO_FIELDS if k not in info]
-    if "codebase_version" not in missing and version != "v2.1":
-        return f"unknown codebase_version {version!r}: robopipe converts v2.1 datasets only"
+    if "codebase_version" not in missing and version not in CONVERTED_VERSIONS:
+        return (
+            f"unknown codebase_version {version!r}: robopipe converts "
+            f"{' and '.join(CONVERTED_VERSIONS)} datasets only"
+        )
     if missing:
         return f"info.json lacks required field(s) {', '.join(missing)}"
     return None

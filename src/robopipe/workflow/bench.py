@@ -11,8 +11,9 @@ from robopipe.bench.peers import CANNOT_SELECT
 from robopipe.bench.registry import get_loader
 from robopipe.bench.scenarios import expand_matrix, parse_scenario
 from robopipe.copies.encodings import LANCE
-from robopipe.layout import BENCH_RESULT, CEILING_FILE, COPY_INFO
+from robopipe.layout import BENCH_RESULT, CEILING_FILE, CHECK_FILE, COPY_INFO
 from robopipe.peer_env import NO_PEERS, peer_packages, peer_python
+from robopipe.sources import Source
 
 # NVDEC cannot decode AV1: a cuda scenario without an encoding reads this copy
 CUDA_ENCODING = "h264g2"
@@ -64,6 +65,16 @@ def scenario_encoding(name: str) -> str | None:
     return scenario.encoding
 
 
+def source_scenarios(bench: dict, source: Source) -> list[str]:
+    """:func:`scenarios` of the dataset of ``source``: the robomimic loaders where it is
+    made from an HDF5 file, those that select episodes where it is read in part."""
+    return scenarios(
+        bench,
+        robomimic_source=source.hdf5() is not None,
+        episodes_selected=source.read_episodes() is not None,
+    )
+
+
 def encodings(names: list[str]) -> list[str]:
     """The copies that scenarios ``names`` read, sorted."""
     return sorted({e for e in map(scenario_encoding, names) if e})
@@ -71,11 +82,38 @@ def encodings(names: list[str]) -> list[str]:
 
 def scenario_dataset(dataset: str, name: str, info: str) -> str:
     """The info.json of what scenario ``name`` reads: its copy, else the dataset itself
-    (``info``: the dataset's own info.json, robopipe.workflow.sources.Datasets.dataset_info)."""
+    (``info``: the dataset's own info.json, Source.dataset_info)."""
     encoding = scenario_encoding(name)
     if encoding:
         return COPY_INFO.format(dataset=dataset, encoding=encoding)
     return info
+
+
+def scenario_input(source: Source, name: str) -> str:
+    """input of scenario ``name``'s job: the check of a remote v3.0 dataset where the
+    scenario reads it at its URL (:func:`reads_url`: its settings name the URL, no folder is
+    read), else the info.json of what it reads (:func:`scenario_dataset`)."""
+    if reads_url(name, source.bench_source()):
+        return CHECK_FILE.format(dataset=source.name)
+    return scenario_dataset(source.name, name, source.dataset_info())
+
+
+def ceiling_input(source: Source, suffix: str) -> str:
+    """input of a decode-ceiling job: only the check for a remote v3.0 dataset itself
+    (measure_ceiling fetches its first video files), else the info.json of the copy or
+    dataset it decodes (:func:`ceiling_dataset`)."""
+    if not suffix and source.remote_url():
+        return CHECK_FILE.format(dataset=source.name)
+    return ceiling_dataset(source.name, suffix, source.dataset_info())
+
+
+def remote_settings(source: Source) -> tuple[str | None, str | None, dict | None]:
+    """``(bench source, url, storage_options)`` of a remote v3.0 dataset that a bench source
+    reads where it is (Source.bench_source), else Nones."""
+    bench_source = source.bench_source()
+    if bench_source is None:
+        return None, None, None
+    return bench_source, source.remote_url(), source.storage_options()
 
 
 def ceiling_suffix(encoding: str | None) -> str:
@@ -117,7 +155,7 @@ def settings(bench: dict) -> dict:
 def reads_url(name: str, remote_source: str | None) -> bool:
     """Whether scenario ``name`` reads a remote v3.0 dataset at its own URL and nothing
     local: its source is ``remote_source`` (the one the URL's scheme names,
-    Datasets.remote_source; None for any other dataset), it reads no training copy, and its
+    Source.bench_source; None for any other dataset), it reads no training copy, and its
     loader is robopipe's (a peer's scenario reads the URL too, but needs the local copy:
     its items are compared with robopipe's on local files). Every other scenario of such a
     dataset reads local files: its local copy (``local``, and ``http``/``s3`` served from it

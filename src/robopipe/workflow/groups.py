@@ -23,9 +23,6 @@ SMALL_DATASET_STAGES = {
     "robomimic_v21": "robomimic",
     "robomimic_robo": "robomimic",
 }
-# the stage of rule plan, by source kind: with the conversion for a local folder (planned at
-# parse time), with the robomimic batches for a robomimic file, else with the source
-PLAN_STAGES = {"path": "convert", "robomimic": "robomimic"}
 # default of config slurm.one_job_episodes
 ONE_JOB_EPISODES = 1000
 # rules whose inputs are read from a checkpoint's output (the plan, or the robomimic plan)
@@ -43,30 +40,31 @@ LARGE_DATASET_GROUPS = {
 
 
 def slurm_group(
-    rule: str, dataset: str, source_kind: str, episodes: int | None, one_job_episodes: int
+    rule: str, dataset: str, plan_stage: str, episodes: int | None, one_job_episodes: int
 ) -> str | None:
     """The ``group:`` of one job of a conversion or source rule.
 
     Args:
         rule: the rule's name (``shard``, ``plan``, ``demo``, ...).
         dataset: the dataset's name.
-        source_kind: the kind of its source (robopipe.workflow.sources.SOURCE_KINDS).
+        plan_stage: the stage of its ``plan`` job (robopipe.sources.Source.plan_stage):
+            ``convert`` for a source planned while the DAG is built (with the conversion),
+            ``robomimic`` (with the robomimic batches) or ``source`` (with the source) for
+            one planned by the ``plan`` checkpoint.
         episodes: its episode count, or None where it is unknown before a job runs.
         one_job_episodes: config ``slurm.one_job_episodes``: the most episodes a dataset may
             have to run as one group job per stage.
 
     Returns:
         ``<stage>_<dataset>`` for a small dataset (stage ``source``, ``robomimic`` or
-        ``convert``), but None for the rules of :data:`AFTER_CHECKPOINT` of a source made by
-        a rule; for a larger one, or one of unknown size, ``shards`` or ``aggregates`` for
-        the rules of :data:`LARGE_DATASET_GROUPS` and None (a job of its own) otherwise.
+        ``convert``), but None for the rules of :data:`AFTER_CHECKPOINT` of a source planned
+        by the checkpoint; for a larger one, or one of unknown size, ``shards`` or
+        ``aggregates`` for the rules of :data:`LARGE_DATASET_GROUPS` and None (a job of its
+        own) otherwise.
     """
     if episodes is None or episodes > one_job_episodes:
         return LARGE_DATASET_GROUPS.get(rule)
-    if source_kind != "path" and rule in AFTER_CHECKPOINT:
+    if plan_stage != "convert" and rule in AFTER_CHECKPOINT:
         return None
-    if rule == "plan":
-        stage = PLAN_STAGES.get(source_kind, "source")
-    else:
-        stage = SMALL_DATASET_STAGES.get(rule, "convert")
+    stage = plan_stage if rule == "plan" else SMALL_DATASET_STAGES.get(rule, "convert")
     return f"{stage}_{dataset}"

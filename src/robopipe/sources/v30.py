@@ -1,0 +1,98 @@
+"""LeRobot v3.0 sources: a local folder (``path:``) or a remote dataset (``url:`` or
+``repo_id:``), checked, then read where they are, never converted. A remote one is copied
+locally (rule ``local_copy``) only for the jobs that need local files."""
+
+from __future__ import annotations
+
+import os
+
+from robopipe.formats.v30_reader import open_url
+from robopipe.layout import INFO_PATH, LOCAL_COPY_DIR
+from robopipe.sources.base import V30Source, digest, read_local_info, tree_digest
+from robopipe.sources.remote import Remote, tagged_version
+
+# the bench source that reads a remote dataset where it is, by URL scheme
+SCHEME_SOURCES = {"hf": "hf", "s3": "s3", "http": "http", "https": "http"}
+
+
+class LocalV30(V30Source):
+    """A local v3.0 folder."""
+
+    kind = "local v3.0"
+    plan_stage = "convert"  # nothing makes the source first (no plan job runs)
+
+    @property
+    def folder(self) -> str:
+        """The configured ``path``."""
+        return self.entry["path"]
+
+    @property
+    def info(self) -> dict:
+        """Its ``meta/info.json``, read once; ``{}`` where missing or unreadable."""
+        if self._info is None:
+            self._info = read_local_info(self.folder)
+        return self._info
+
+    def check_inputs(self) -> list[str]:
+        """Its info.json."""
+        return [os.path.join(self.folder, INFO_PATH)]
+
+    def check_signatures(self) -> str:
+        """A digest of its info.json's size and mtime and of every file's path
+        (:func:`tree_digest`): an added, removed or renamed file reruns the check (the
+        ``""``: a v2.1 folder's episode signature, none here, kept so that an unchanged
+        folder's check does not rerun)."""
+        return digest([tree_digest(self.folder), ""])
+
+    def files(self) -> tuple[list[str], list[str]]:
+        """Its data (``data/**.parquet``) and video (``videos/**.mp4``) files."""
+        root = self.folder
+        found: tuple[list[str], list[str]] = ([], [])
+        for kind, suffix, files in (("data", ".parquet", found[0]), ("videos", ".mp4", found[1])):
+            for folder, _dirs, file_names in os.walk(os.path.join(root, kind)):
+                files += [
+                    os.path.relpath(os.path.join(folder, f), root)
+                    for f in file_names
+                    if f.endswith(suffix)
+                ]
+            files.sort()
+        return found
+
+
+class RemoteV30(Remote, V30Source):
+    """A v3.0 dataset at a URL or on the Hub: checked and benchmarked where it is (by range
+    reads), copied locally only where a job needs local files."""
+
+    kind = "remote v3.0"
+
+    @property
+    def folder(self) -> str:
+        """Its local copy (rule ``local_copy``)."""
+        return LOCAL_COPY_DIR.format(dataset=self.name)
+
+    def check_inputs(self) -> list[str]:
+        """Nothing: it is checked where it is."""
+        return []
+
+    def remote_url(self) -> str:
+        """Its URL."""
+        return self.url
+
+    def known_info(self) -> dict:
+        """Its info.json, but ``{}`` where a Hub revision named its version (not read)."""
+        return {} if tagged_version(self.entry) else self.info
+
+    def bench_source(self) -> str | None:
+        """The benchmark source (``hf``, ``s3``, ``http``) that reads it where it is: the one
+        its URL's scheme names (None for another scheme)."""
+        return SCHEME_SOURCES.get(self.url.split("://", 1)[0])
+
+    def files(self) -> tuple[list[str], list[str]]:
+        """Its data and video files, listed where it is (its local copy may not exist yet)."""
+        fs, root = open_url(self.url, self.storage_options())
+        base = fs._strip_protocol(root)
+        found = []
+        for pattern in ("data/*/*.parquet", "videos/*/*/*.mp4"):
+            paths = fs.glob(f"{root}/{pattern}")
+            found.append(sorted(fs._strip_protocol(p)[len(base) + 1 :] for p in paths))
+        return found[0], found[1]
