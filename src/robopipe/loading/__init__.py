@@ -1,7 +1,8 @@
 """PyTorch loaders of LeRobot v3.0 datasets: map-style (random access) and streaming.
 
 Items have LeRobotDataset's keys and shapes; see ``robopipe.loading.items``.
-``LeRobotDataset`` is a read-only drop-in for lerobot 0.6.1's (``robopipe.loading.lerobot_dataset``).
+``LeRobotDataset`` is a read-only drop-in for lerobot 0.6.1's
+(``robopipe.loading.lerobot_dataset``).
 """
 
 from robopipe.formats.v30_reader import DatasetMeta, read_meta

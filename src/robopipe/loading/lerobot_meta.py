@@ -1,4 +1,4 @@
-"""lerobot 0.6.1's ``LeRobotDatasetMetadata``, read-only, for :mod:`robopipe.loading.lerobot_dataset`.
+"""lerobot 0.6.1's ``LeRobotDatasetMetadata``, read-only (:mod:`robopipe.loading.lerobot_dataset`).
 
 Its attributes are what ``lerobot-train`` and the policies read (``lerobot/scripts/
 lerobot_train.py``, ``datasets/factory.py``, ``policies/factory.py``, ``policies/
