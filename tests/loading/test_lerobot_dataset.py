@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from robopipe.loading import LeRobotDataset
+from robopipe.loading.lerobot_meta import dataset_url
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LEROBOT_PYTHON = REPO_ROOT / ".venv-lerobot" / "bin" / "python"
@@ -269,3 +270,19 @@ def test_image_transforms_see_every_camera(rollover):
 def test_missing_dataset_names_the_folder(tmp_path):
     with pytest.raises(Exception, match="info.json"):
         LeRobotDataset("local/x", root=tmp_path / "nothing")
+
+
+def test_where_a_repo_id_is_read_from(rollover, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("HF_LEROBOT_HOME", str(home))
+    assert dataset_url("me/ds", None, None) == "hf://datasets/me/ds@v3.0"
+    assert dataset_url("me/ds", None, "my branch") == "hf://datasets/me/ds@my%20branch"
+    assert dataset_url("me/ds", None, None, "bucket") == "hf://buckets/me/ds"
+    assert dataset_url("me/ds", "s3://b/ds", None) == "s3://b/ds"
+    with pytest.raises(ValueError, match="repo_type"):
+        dataset_url("me/ds", None, None, "model")
+    (home / "me").mkdir(parents=True)
+    (home / "me" / "ds").symlink_to(rollover[1])  # lerobot's local copy of me/ds
+    assert dataset_url("me/ds", None, None) == str(home / "me" / "ds")
+    ds = LeRobotDataset("me/ds")
+    assert ds.root == home / "me" / "ds" and len(ds) == ds.meta.total_frames

@@ -27,12 +27,14 @@ LANGUAGE_COLUMNS = ("language_persistent", "language_events")  # datasets/langua
 
 
 def lerobot_home() -> Path:
-    """``$HF_LEROBOT_HOME``, else ``$HF_HOME/lerobot`` (``~/.cache/huggingface/lerobot``):
-    where lerobot 0.6.1 looks for a local copy of ``repo_id`` (``utils/constants.py``)."""
+    """``$HF_LEROBOT_HOME``, else huggingface_hub's ``HF_HOME`` + ``/lerobot``
+    (``~/.cache/huggingface/lerobot``): where lerobot 0.6.1 looks for a local copy of
+    ``repo_id`` (``utils/constants.py``)."""
     if "HF_LEROBOT_HOME" in os.environ:
         return Path(os.environ["HF_LEROBOT_HOME"]).expanduser()
-    hf_home = os.environ.get("HF_HOME", "~/.cache/huggingface")
-    return Path(hf_home).expanduser() / "lerobot"
+    from huggingface_hub.constants import HF_HOME  # only here: a Hub import costs 0.1 s
+
+    return Path(HF_HOME).expanduser() / "lerobot"
 
 
 def dataset_url(
