@@ -3,7 +3,7 @@ robopipe's ``LeRobotDataset`` through the one-line hook of
 ``benchmarks/lerobot_train_dropin.py``, on ``../shared/datasets/cr5_20ep_v30_lerobot``: for
 the same seed its batches (the sampler's indices, every key, dtype, shape and value) and its
 step losses equal those of lerobot's own class, and are finite. Skipped without the peer
-environment, its ``accelerate`` or ``../shared``; about two minutes on 2 cores."""
+environment, its ``accelerate`` or ``../shared``; 2-4 minutes on 2 busy cores."""
 
 from __future__ import annotations
 
