@@ -40,9 +40,10 @@ if [ ! -x "$venv/bin/python" ]; then
     "$python312" -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --upgrade pip
+# accelerate-dep: lerobot-train needs accelerate (benchmarks/lerobot_train_dropin.py runs it)
 # lerobot-lancedb 0.3.1 needs lancedb >= 0.37.1b0 (blob v2, fetch_blob_ranges): 0.37.1 is on PyPI
 time "$venv/bin/python" -m pip install \
-    torch==2.11.0 torchvision==0.26.0 torchcodec==0.11.1 "lerobot[dataset]==0.6.1" \
+    torch==2.11.0 torchvision==0.26.0 torchcodec==0.11.1 "lerobot[dataset,accelerate-dep]==0.6.1" \
     lerobot-lancedb==0.3.1 lancedb==0.37.1
 "$venv/bin/python" -m pip check
 "$venv/bin/python" -c 'import lerobot, lerobot_lancedb, torch; from importlib.metadata import version

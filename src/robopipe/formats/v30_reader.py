@@ -319,19 +319,31 @@ def _read_episodes(meta: DatasetMeta) -> dict[str, np.ndarray]:
     for cam in meta.video_keys:
         wanted += [f"videos/{cam}/{c}" for c in ("chunk_index", "file_index")]
         wanted += [f"videos/{cam}/{c}" for c in ("from_timestamp", "to_timestamp")]
-    tables = []
-    chunk, file = 0, 0
-    chunks_size = int(meta.info.get("chunks_size", DEFAULT_CHUNK_SIZE))
-    while meta.fs.exists(meta.path(episodes_path(chunk, file))):
-        tables.append(_read_parquet(meta, episodes_path(chunk, file), columns=wanted))
-        chunk, file = next_chunk_file(chunk, file, chunks_size)
-    if not tables:
-        raise DatasetError(meta.name, "no episodes metadata", file=meta.path(episodes_path(0, 0)))
-    table = pa.concat_tables(tables)
+    table = read_episodes_table(meta, wanted)
     episodes = {c: table.column(c).to_numpy() for c in wanted}
     if not np.array_equal(episodes["episode_index"], np.arange(len(table))):
         raise DatasetError(meta.name, "meta/episodes rows are not episodes 0..n-1 in order")
     return episodes
+
+
+def read_episodes_table(meta: DatasetMeta, columns: list[str] | None = None) -> pa.Table:
+    """``columns`` (None: all) of every ``meta/episodes/chunk-XXX/file-YYY.parquet`` file,
+    concatenated in file order (found by walking the chunk and file numbers until one is
+    missing), each file's columns in the first file's order.
+
+    Raises:
+        DatasetError: no episodes file, or an unreadable one.
+    """
+    tables = []
+    chunk, file = 0, 0
+    chunks_size = int(meta.info.get("chunks_size", DEFAULT_CHUNK_SIZE))
+    while meta.fs.exists(meta.path(episodes_path(chunk, file))):
+        tables.append(_read_parquet(meta, episodes_path(chunk, file), columns=columns))
+        columns = tables[0].column_names  # every later file's columns in the first's order
+        chunk, file = next_chunk_file(chunk, file, chunks_size)
+    if not tables:
+        raise DatasetError(meta.name, "no episodes metadata", file=meta.path(episodes_path(0, 0)))
+    return pa.concat_tables(tables)
 
 
 def _read_parquet(meta: DatasetMeta, relative: str, columns: list[str] | None) -> pa.Table:

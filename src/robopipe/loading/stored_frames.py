@@ -13,7 +13,6 @@ import os
 
 import numpy as np
 import pyarrow.parquet as pq
-import simplejpeg
 import torch
 from fsspec.implementations.local import LocalFileSystem
 from PIL import Image
@@ -88,7 +87,11 @@ def decode_image(data: bytes) -> np.ndarray:
     through ``simplejpeg`` straight into an RGB array (the same library and settings as
     Pillow's decoder, without Pillow's RGBX image and its conversion: 0.8 ms instead of 1.3 to
     1.9 ms for a 640x480 frame); a binary PPM with maxval 255 (``P6``) is sliced, not decoded;
-    anything else (PNG, CMYK JPEG) goes through Pillow."""
+    anything else (PNG, CMYK JPEG) goes through Pillow. ``simplejpeg`` is imported here, not
+    with the module: the peer environment (lerobot's) lacks it and runs robopipe's
+    ``LeRobotDataset`` on videos."""
+    import simplejpeg
+
     if data[:3] == b"\xff\xd8\xff" and simplejpeg.decode_jpeg_header(data)[2] in ("YCbCr", "Gray"):
         return simplejpeg.decode_jpeg(data, colorspace="RGB")
     if data[:2] == b"P6":
