@@ -351,6 +351,13 @@ FAULTS = {
         _data,
         re.escape("frame_index does not count 0..length-1"),
     ),
+    "index not counting on": (
+        _set_int_column("index", 0),
+        "index",
+        EP,
+        _data,
+        r"index does not count \d+\.\.\d+, the frames after those of the episodes before it",
+    ),
     "rows of another episode": (
         _set_int_column("episode_index", 3),
         "episode_index",

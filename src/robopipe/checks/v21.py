@@ -148,12 +148,18 @@ def check_part(
         for i, (index, _) in enumerate(getattr(source.episodes, "heads", ()))
         if index >= first and (stop is None or index < stop)
     ]
-    lengths = {}
-    for i in positions:
+    lengths, first_index = {}, {}
+    wanted = set(positions)
+    offset = 0  # frames of the episodes before, in episode order: the v2.1 ``index``
+    for i in range(max(positions, default=-1) + 1):
         episode = source.episodes[i]
-        lengths[episode["episode_index"]] = episode.get("length")
-    source.episodes = ()  # the range's lengths are all the checker needs of them
-    checker = EpisodeChecker(source, options, lengths)
+        length = episode.get("length")
+        if i in wanted:
+            lengths[episode["episode_index"]] = length
+            first_index[episode["episode_index"]] = offset
+        offset = offset + length if isinstance(offset, int) and isinstance(length, int) else None
+    source.episodes = ()  # the range's lengths and first indices are all the checker needs
+    checker = EpisodeChecker(source, options, lengths, first_index)
     streams = StreamRuns(source.video_keys)
     indices = list(lengths)
     with ThreadPoolExecutor(max(1, threads)) as pool:

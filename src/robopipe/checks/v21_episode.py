@@ -38,10 +38,19 @@ class EpisodeChecker:
     collects each camera's stream parameters for :meth:`consistency_problems`."""
 
     def __init__(
-        self, source: V21Source, options: ConversionOptions, lengths: Mapping[int, int | None]
+        self,
+        source: V21Source,
+        options: ConversionOptions,
+        lengths: Mapping[int, int | None],
+        first_index: Mapping[int, int | None] | None = None,
     ) -> None:
+        """``lengths``: ``episodes.jsonl``'s length of each episode it checks (None where the
+        line has none); ``first_index``: each one's first ``index`` value, the frames of every
+        episode before it in episode order (None where an earlier length is missing; the
+        ``index`` column goes unchecked without it)."""
         self.source = source
         self.lengths = lengths  # of the episodes it checks
+        self.first_index = first_index or {}
         self.prefix = os.path.join(str(source.root), "")  # the root as paths start with it
         self.real_root = str(source.root.resolve())
         self.real_prefix = os.path.join(self.real_root, "")
@@ -284,12 +293,14 @@ class EpisodeChecker:
     def _row_problems(self, episode: int, rel: str, parquet) -> list[Problem]:
         """The rows' ``frame_index`` (counting ``0..length-1``) and timestamps (unless they
         are restamped), and the values that point into other files: every ``episode_index`` is
-        this episode's, every ``task_index`` names a task of ``tasks.jsonl``."""
+        this episode's, every ``task_index`` names a task of ``tasks.jsonl``, and ``index``
+        counts on from the frames of the episodes before it in ``episodes.jsonl`` (lerobot
+        v2.1's ``episode_data_index``, from which v3.0's ``dataset_from_index`` comes)."""
         names = set(parquet.schema_arrow.names)
         timestamps = not self.restamp and {"timestamp", "frame_index"} <= names
         columns = [
             *(["timestamp"] if timestamps else []),
-            *(c for c in ("frame_index", "episode_index", "task_index") if c in names),
+            *(c for c in ("frame_index", "episode_index", "task_index", "index") if c in names),
         ]
         if not columns:
             return []
@@ -317,6 +328,22 @@ class EpisodeChecker:
                         "episode_index",
                         f"the parquet holds rows of episode(s) {others}; every row of an "
                         "episode's file must be that episode's",
+                        episode,
+                        rel,
+                    )
+                )
+        first = self.first_index.get(episode)
+        if "index" in names and first is not None:
+            index = table.column("index").to_numpy()
+            if not np.array_equal(index, np.arange(first, first + len(index))):
+                problems.append(
+                    Problem(
+                        "index",
+                        f"index does not count {first}..{first + len(index) - 1}, the frames "
+                        "after those of the episodes before it in meta/episodes.jsonl (v3.0's "
+                        "dataset_from_index/dataset_to_index come from these); restore the "
+                        "column, or drop it from every parquet and set "
+                        "`derive_missing_columns: true`",
                         episode,
                         rel,
                     )
