@@ -11,11 +11,8 @@ from robopipe.layout import (
     CEILING_FILE,
     JOB_STATS_FILE,
     LOG_FILE,
-    PUSH_FILE,
-    ROBO_FILE,
 )
-from robopipe.bench.registry import get_loader
-from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS, parse_scenario
+from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS
 from robopipe.copies.encodings import ENCODING_PATTERN
 
 
@@ -35,31 +32,14 @@ def scenario_resource(key):
     return lambda wildcards: bench_jobs.resources(wildcards.scenario)[key]
 
 
-def bench_pushed_input(wildcards):
-    """The push a scenario waits for: push.json when its remote source is where the
-    dataset's `push: url` publishes it, else nothing."""
-    entry = config["datasets"][wildcards.dataset]
-    if bench_jobs.pushed_first(
-        config["bench"], wildcards.dataset, entry, wildcards.scenario
-    ):
-        return [PUSH_FILE.format(dataset=wildcards.dataset)]
-    return []
-
-
-def bench_robo_input(wildcards):
-    """The robo archive a scenario reads when its loader reads one (robopipe_seq_tar; rule
-    robomimic_robo), else nothing."""
-    if get_loader(parse_scenario(wildcards.scenario).loader).robo_archive:
-        return [ROBO_FILE.format(dataset=wildcards.dataset)]
-    return []
-
-
 rule bench_scenario:
     input:
         dataset=lambda w: bench_jobs.scenario_input(DATASETS[w.dataset], w.scenario),
         ready=ready_input,
-        pushed=bench_pushed_input,
-        robo=bench_robo_input,
+        pushed=lambda w: bench_jobs.pushed_input(
+            config["bench"], w.dataset, config["datasets"][w.dataset], w.scenario
+        ),
+        robo=lambda w: bench_jobs.robo_input(w.dataset, w.scenario),
     output:
         json=BENCH_RESULT,
         csv=BENCH_SAMPLES,

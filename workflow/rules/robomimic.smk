@@ -10,7 +10,6 @@ from robopipe.layout import (
     ROBOMIMIC_V21_DIR,
     ROBO_FILE,
 )
-import json
 
 
 def robomimic_hdf5(wildcards):
@@ -20,13 +19,9 @@ def robomimic_hdf5(wildcards):
 
 def robomimic_batch_dirs(wildcards):
     """Every batch folder of the dataset's robomimic plan, in plan order."""
-    plan_file = checkpoints.robomimic_plan.get(dataset=wildcards.dataset).output.plan
-    with open(plan_file, encoding="utf-8") as f:
-        batches = json.load(f)["batches"]
-    return [
-        ROBOMIMIC_BATCH_DIR.format(dataset=wildcards.dataset, batch=b["id"])
-        for b in batches
-    ]
+    return targets.robomimic_batch_dirs(
+        checkpoints.robomimic_plan.get(dataset=wildcards.dataset).output.plan, wildcards.dataset
+    )
 
 
 rule robomimic_generate:

@@ -11,7 +11,7 @@ from robopipe.bench.peers import CANNOT_SELECT
 from robopipe.bench.registry import get_loader
 from robopipe.bench.scenarios import expand_matrix, parse_scenario
 from robopipe.copies.encodings import LANCE
-from robopipe.layout import BENCH_RESULT, CEILING_FILE, CHECK_FILE, COPY_INFO
+from robopipe.layout import BENCH_RESULT, CEILING_FILE, CHECK_FILE, COPY_INFO, PUSH_FILE, ROBO_FILE
 from robopipe.peer_env import NO_PEERS, peer_packages, peer_python
 from robopipe.sources import Source
 
@@ -200,6 +200,19 @@ def pushed_first(bench: dict, dataset: str, entry: dict, name: str) -> bool:
     ``push: url`` publishes it."""
     template = bench.get("sources", {}).get(parse_scenario(name).source)
     return bool(template) and template.format(dataset=dataset) == entry.get("push", {}).get("url")
+
+
+def pushed_input(bench: dict, dataset: str, entry: dict, name: str) -> list[str]:
+    """The push scenario ``name`` waits for: ``[push.json]`` where :func:`pushed_first`,
+    else ``[]``."""
+    return [PUSH_FILE.format(dataset=dataset)] if pushed_first(bench, dataset, entry, name) else []
+
+
+def robo_input(dataset: str, name: str) -> list[str]:
+    """The robo archive scenario ``name`` reads (rule ``robomimic_robo``): ``[robo file]``
+    where its loader reads one (``robopipe_seq_tar``), else ``[]``."""
+    reads = get_loader(parse_scenario(name).loader).robo_archive
+    return [ROBO_FILE.format(dataset=dataset)] if reads else []
 
 
 def resources(name: str) -> dict:

@@ -6,10 +6,13 @@ dataset's :class:`robopipe.conversion.plan.Plan`.
 
 from __future__ import annotations
 
+import json
+
 from robopipe.conversion.plan import Plan
 from robopipe.copies.encodings import parse_encoding
 from robopipe.layout import (
     JOB_STATS_FILE,
+    ROBOMIMIC_BATCH_DIR,
     SHARD_DIR,
     STAGED_DATA_FILE,
     STAGED_VIDEO_FILE,
@@ -116,3 +119,11 @@ def conversion_benchmarks(plan: Plan, dataset: str) -> list[str]:
     for key, files in plan.video_files.items():
         steps += [f"aggregate_video/{key}_chunk-{f.chunk:03d}_file-{f.file:03d}" for f in files]
     return [JOB_STATS_FILE.format(dataset=dataset, step=step) for step in steps]
+
+
+def robomimic_batch_dirs(plan_file: str, dataset: str) -> list[str]:
+    """Every batch folder of a robomimic plan (``robomimic_plan``'s JSON, ``{"batches":
+    [{"id": ...}, ...]}``), in plan order."""
+    with open(plan_file, encoding="utf-8") as f:
+        batches = json.load(f)["batches"]
+    return [ROBOMIMIC_BATCH_DIR.format(dataset=dataset, batch=b["id"]) for b in batches]
