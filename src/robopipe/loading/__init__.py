@@ -1,4 +1,5 @@
-"""PyTorch loaders of LeRobot v3.0 datasets: map-style (random access) and streaming.
+"""PyTorch loaders of LeRobot v3.0 datasets: map-style (random access, with a resumable
+``EpochSampler``) and streaming.
 
 Items have LeRobotDataset's keys and shapes; see ``robopipe.loading.items``.
 """
@@ -6,11 +7,13 @@ Items have LeRobotDataset's keys and shapes; see ``robopipe.loading.items``.
 from robopipe.formats.v30_reader import DatasetMeta, read_meta
 from robopipe.loading.batches import collate
 from robopipe.loading.map_dataset import MapDataset
+from robopipe.loading.sampler import EpochSampler
 from robopipe.loading.streaming import StreamingDataset
 from robopipe.loading.windows import mode_delta_timestamps
 
 __all__ = [
     "DatasetMeta",
+    "EpochSampler",
     "MapDataset",
     "StreamingDataset",
     "collate",
