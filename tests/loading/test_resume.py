@@ -91,7 +91,7 @@ def check_resume(spec: RunSpec, tmp_path) -> list[int]:
     return [i for batch in full for i in batch["index"]]
 
 
-CASES = [(0, 1), (2, 1), (0, 2), (2, 2)]  # (DataLoader workers, ranks)
+CASES = [(0, 1), (2, 1), (2, 2)]  # (DataLoader workers, ranks)
 
 
 @pytest.mark.timeout(8 * TIMEOUT_S)
