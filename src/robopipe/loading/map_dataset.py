@@ -47,6 +47,9 @@ class MapDataset(torch.utils.data.Dataset):
         ds = MapDataset("results/demo/v3.0", batch_buffers=4)
         loader = DataLoader(ds, batch_size=32, shuffle=True, num_workers=2, collate_fn=collate)
 
+    For epochs that a killed run can resume, pass an ``EpochSampler`` as ``batch_sampler``
+    (``robopipe.loading.sampler``): the order and position live there.
+
     Args:
         url: dataset root (a local path, or any fsspec URL).
         name: dataset name for error messages (default: the folder name).

@@ -1,4 +1,5 @@
-"""Split episodes over ranks and DataLoader workers: disjoint, non-empty, balanced by frames.
+"""Split episodes over ranks and DataLoader workers: disjoint, non-empty, balanced by frames;
+where a rank is, and which worker's batch a DataLoader returns next.
 
 ``group_episodes_by_files`` and ``partition_episodes`` follow lerobot main's
 ``src/lerobot/datasets/partition.py`` (after 0.6.1): connected components of episodes sharing a
@@ -9,7 +10,17 @@ lower bin; bins sorted).
 from __future__ import annotations
 
 import heapq
+import os
 from collections.abc import Hashable, Sequence
+
+
+def world_from_env(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """(rank, world_size) from the arguments, else from RANK / WORLD_SIZE, else (0, 1)."""
+    rank = int(os.environ.get("RANK", 0)) if rank is None else rank
+    world_size = int(os.environ.get("WORLD_SIZE", 1)) if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank} outside world_size {world_size}")
+    return rank, world_size
 
 
 def group_episodes_by_files(file_ids: Sequence[Sequence[Hashable]]) -> list[list[int]]:
@@ -98,3 +109,32 @@ def assign_episodes(
             break
     bins = partition_episodes([sum(episode_lengths[e] for e in g) for g in groups], slots)
     return [sorted(e for g in b for e in groups[g]) for b in bins]
+
+
+def round_robin_taken(batches: Sequence[int], consumed: int) -> tuple[list[int], int]:
+    """How many batches of each stream the first ``consumed`` batches of a round robin hold.
+
+    A DataLoader with ``num_workers = len(batches)`` (``in_order=True``, its default) returns
+    an ``IterableDataset``'s batches in rounds: worker 0's k-th batch, worker 1's k-th, ...,
+    skipping workers that have run out (``torch.utils.data.dataloader``'s
+    ``_worker_queue_idx_cycle``; a worker's batches come out in the order it yields them).
+
+    Args:
+        batches: batches each stream yields in the whole epoch.
+        consumed: batches returned so far (beyond the total: all of them).
+
+    Returns:
+        (batches taken from each stream, the stream whose turn comes next): the rest of the
+        round robin is the round robin of the streams' remaining batches started at that
+        stream (``(next + j) % len(batches)`` in place of worker ``j``).
+    """
+    taken = [0] * len(batches)
+    last = -1
+    left = min(consumed, sum(batches))
+    while left:
+        for stream, total in enumerate(batches):
+            if left and taken[stream] < total:
+                taken[stream] += 1
+                left -= 1
+                last = stream
+    return taken, (last + 1) % max(len(batches), 1)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import copy
 import itertools
-import os
 import threading
 import time
 from collections import OrderedDict
@@ -34,7 +33,12 @@ from robopipe.formats.v30_reader import open_data_file, read_data_rows, row_grou
 from robopipe.loading.batches import BatchBuffers, fill_batch
 from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.items import ItemReader
-from robopipe.loading.partition import assign_episodes, group_episodes_by_files
+from robopipe.loading.partition import (
+    assign_episodes,
+    group_episodes_by_files,
+    round_robin_taken,
+    world_from_env,
+)
 from robopipe.loading.prefetch import (
     Prefetcher,
     SpanFile,
@@ -46,15 +50,6 @@ from robopipe.loading.selection import selected_episodes
 
 DATA_FILES_OPEN = 4  # data parquet files held open per stream (LRU): their footers parsed
 ROWS_KEPT = 1 << 16  # data rows held per stream (LRU of row-group reads), at least 2 reads
-
-
-def world_from_env(rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """(rank, world_size) from the arguments, else from RANK / WORLD_SIZE, else (0, 1)."""
-    rank = int(os.environ.get("RANK", 0)) if rank is None else rank
-    world_size = int(os.environ.get("WORLD_SIZE", 1)) if world_size is None else world_size
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} outside world_size {world_size}")
-    return rank, world_size
 
 
 class StreamingDataset(torch.utils.data.IterableDataset):
@@ -91,16 +86,24 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         name, storage_options, **item_options: as ``MapDataset`` (``item_options`` are
             ``ItemReader``'s keywords).
 
-    Position: ``state_dict()`` / ``load_state_dict()`` save and restore the epoch and the
-    frames already consumed; iterating a restored dataset yields exactly the frames not yet
-    consumed, in the same order. Iterated in this process (``num_workers=0``) the dataset
-    records what it yields; with DataLoader workers, call ``mark_consumed(batch["index"])``
-    in the training loop. ``set_epoch(e)`` starts a new epoch (new order, nothing consumed).
+    Position: the training loop calls ``advance()`` after each batch (with ``batch_size``;
+    without it, each item) it consumes: the dataset in the main process cannot see what
+    DataLoader workers have yielded ahead. ``state_dict()`` then holds the epoch and that
+    count, and a new dataset given it by ``load_state_dict()`` yields exactly the epoch's
+    remaining batches, in the same order, for the same seed, ranks and ``num_workers``. Each
+    worker finds its own position from the count (``partition.round_robin_taken``: the
+    DataLoader returns its workers' batches round robin) and skips the frame indices of its
+    consumed batches without reading or decoding them; the workers take the streams in turn
+    from the one whose batch comes next. An epoch whose batches were all consumed yields
+    none. ``set_epoch(e)`` with a new ``e`` starts that epoch from its first batch; with the
+    current epoch it keeps the position. Epochs reach DataLoader workers when they start:
+    use ``persistent_workers=False`` (the default) to change epochs.
 
     Raises:
         ValueError: fewer episodes than ranks x workers (raised when iteration starts), an
-            episode not in the dataset, ``batch_size`` < 1, or ``batch_buffers`` or
-            ``batch_buffer_mb`` < 0.
+            episode not in the dataset, ``batch_size`` < 1, ``batch_buffers`` or
+            ``batch_buffer_mb`` < 0, or (when iteration starts) a mid-epoch position without
+            ``batch_size`` in DataLoader workers (whose batches the dataset cannot count).
     """
 
     def __init__(
@@ -143,7 +146,7 @@ class StreamingDataset(torch.utils.data.IterableDataset):
         self.prefetch_mb = prefetch_mb
         self.prefetch_stats: dict[str, float] = {}  # this process's last iteration
         self.epoch = 0
-        self._consumed = np.zeros(self.meta.num_frames, dtype=bool)
+        self.consumed = 0  # batches (items without batch_size) the training loop consumed
         lengths = self.meta.episodes["length"]
         self._file_ids = [self.meta.file_ids(e) for e in range(self.meta.num_episodes)]
         self._lengths = [int(n) for n in lengths]
@@ -207,27 +210,36 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             return list(items)
         return fill_batch(items, self.batch_size, self.meta.camera_keys, self.buffers)
 
-    def _items(self):
+    def _remaining(self) -> np.ndarray:
+        """The frame indices this process's stream yields from the ``consumed`` position on:
+        in DataLoader worker ``j`` of ``W``, those of stream ``(next + j) % W`` after its
+        batches among the ``consumed`` ones (``partition.round_robin_taken``)."""
         info = torch.utils.data.get_worker_info()
         num_workers, worker = (1, 0) if info is None else (info.num_workers, info.id)
-        slot = self.rank * num_workers + worker
-        episodes = self.streams(num_workers)[slot]
-        order = self.order(episodes, slot)
-        order = order[~self._consumed[order]]
+        if info is not None and self.consumed and self.batch_size is None:
+            raise ValueError(
+                "resuming mid-epoch in DataLoader workers needs the dataset's own batches "
+                "(StreamingDataset(batch_size=...), DataLoader(batch_size=None))"
+            )
+        streams = self.streams(num_workers)[self.rank * num_workers :][:num_workers]
+        unit = self.batch_size or 1
+        batches = [-(-sum(self._lengths[e] for e in episodes) // unit) for episodes in streams]
+        taken, first = round_robin_taken(batches, self.consumed)
+        stream = (first + worker) % num_workers
+        slot = self.rank * num_workers + stream
+        return self.order(streams[stream], slot)[taken[stream] * unit :]
+
+    def _items(self):
+        order = self._remaining()
         rows = _DataRows(self.meta, self.reader, max(ROWS_KEPT, 2 * self.shuffle_buffer))
         if self.prefetch:
-            yield from self._prefetched(order, rows, info is None)
+            yield from self._prefetched(order, rows)
             return
         for index in order:
             episode = int(self.meta.episode_of(index))
-            item = self.reader.item(episode, rows.episode(episode), index - rows.start(episode))
-            if info is None:
-                self._consumed[index] = True
-            yield item
-        if info is None:
-            self.set_epoch(self.epoch + 1)  # a full pass in this process ends the epoch
+            yield self.reader.item(episode, rows.episode(episode), index - rows.start(episode))
 
-    def _prefetched(self, order: np.ndarray, rows: _DataRows, in_process: bool):
+    def _prefetched(self, order: np.ndarray, rows: _DataRows):
         """Yield the items of ``order`` with each episode's bytes prefetched
         (``robopipe.loading.prefetch``); an episode's bytes are dropped after its last frame."""
         episode_at = np.asarray(self.meta.episode_of(order), dtype=np.int64)
@@ -265,36 +277,31 @@ class StreamingDataset(torch.utils.data.IterableDataset):
                 if last_at[episode] == position:
                     prefetcher.release(episode)
                     videos.drop(episode)
-                if in_process:
-                    self._consumed[index] = True
                 yield item
         finally:
             prefetcher.close()
             self.prefetch_stats["peak_held_bytes"] = prefetcher.peak
             self.prefetch_stats["max_ahead_bytes"] = prefetcher.max_bytes
 
-    def mark_consumed(self, indices) -> None:
-        """Record frames (global ``index`` values) the training loop has consumed."""
-        self._consumed[np.asarray(indices, dtype=np.int64)] = True
+    def advance(self, batches: int = 1) -> None:
+        """Record that the training loop has consumed ``batches`` more batches of this epoch
+        (items, without ``batch_size``)."""
+        self.consumed += batches
 
     def set_epoch(self, epoch: int) -> None:
-        """Start ``epoch``: a new order, nothing consumed."""
-        self.epoch = epoch
-        self._consumed[:] = False
+        """Make ``epoch`` the current one: from its first batch unless it already is."""
+        if epoch != self.epoch:
+            self.epoch, self.consumed = epoch, 0
 
     def state_dict(self) -> dict:
-        """{"epoch", "seed", "consumed": sorted global frame indices consumed this epoch}."""
-        return {
-            "epoch": self.epoch,
-            "seed": self.seed,
-            "consumed": np.flatnonzero(self._consumed).tolist(),
-        }
+        """{"seed", "epoch", "consumed": batches (items) consumed this epoch} (ints)."""
+        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed}
 
     def load_state_dict(self, state: dict) -> None:
-        """Restore a position saved by ``state_dict()``."""
-        self.epoch, self.seed = int(state["epoch"]), int(state["seed"])
-        self._consumed[:] = False
-        self._consumed[np.asarray(state["consumed"], dtype=np.int64)] = True
+        """Restore a position saved by ``state_dict()`` (of a dataset with the same episodes,
+        ranks, shuffle settings and ``batch_size``, iterated with the same ``num_workers``)."""
+        self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
+        self.consumed = int(state["consumed"])
 
 
 class _DataRows:

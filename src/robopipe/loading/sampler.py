@@ -1,0 +1,102 @@
+"""A resumable batch sampler for ``MapDataset``: epochs from (seed, epoch), split over ranks."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch.utils.data
+
+from robopipe.loading.partition import world_from_env
+
+
+class EpochSampler(torch.utils.data.Sampler[list[int]]):
+    """Batches of item indices for ``DataLoader(dataset, batch_sampler=sampler)``; an epoch's
+    order is a pure function of (``seed``, epoch), and its position can be saved and restored.
+
+    Each epoch draws one permutation of ``range(length)`` (numpy's ``default_rng([seed,
+    epoch])``; ``shuffle=False``: index order), split over ranks as torch's
+    ``DistributedSampler`` does (padded with its own first indices to a multiple of
+    ``world_size``, rank ``r`` taking positions ``r, r + world_size, ...``), then cut into
+    batches of ``batch_size``.
+
+    Position: the sampler cannot see what the training loop has consumed (a DataLoader draws
+    batches ahead, ``prefetch_factor`` per worker), so the loop calls ``advance()`` after each
+    batch it consumes. ``state_dict()`` then holds the epoch and the batches consumed, and a
+    new sampler given it by ``load_state_dict()`` yields exactly the epoch's remaining
+    batches; an epoch whose batches were all consumed yields none. ``set_epoch(e)`` with a
+    new ``e`` starts that epoch from its first batch; with the current epoch it keeps the
+    position (so a restored run's loop may call it).
+
+    Args:
+        length: the dataset's length (items ``0 .. length - 1``).
+        batch_size: items per batch.
+        shuffle: a new permutation each epoch; False: index order.
+        seed: base seed of every epoch's permutation.
+        drop_last: drop the rank's last batch when it is shorter than ``batch_size``.
+        rank, world_size: this process's place among the ranks (default: RANK / WORLD_SIZE
+            environment variables, else 0 of 1).
+
+    Raises:
+        ValueError: ``length`` < 1, ``batch_size`` < 1, or ``rank`` outside ``world_size``.
+    """
+
+    def __init__(
+        self,
+        length: int,
+        batch_size: int,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int | None = None,
+        world_size: int | None = None,
+    ) -> None:
+        if length < 1 or batch_size < 1:
+            raise ValueError(f"length and batch_size must be >= 1, got {length}, {batch_size}")
+        self.rank, self.world_size = world_from_env(rank, world_size)
+        self.length = length
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.seed = seed
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.consumed = 0  # batches of this epoch the training loop has consumed
+
+    def indices(self) -> np.ndarray:
+        """This rank's item indices of the current epoch, in order (int64)."""
+        if self.shuffle:
+            order = np.random.default_rng([self.seed, self.epoch]).permutation(self.length)
+        else:
+            order = np.arange(self.length)
+        padded = -(-self.length // self.world_size) * self.world_size
+        order = np.resize(order, padded)  # repeats the first indices, as DistributedSampler
+        return order[self.rank :: self.world_size].astype(np.int64)
+
+    def __len__(self) -> int:
+        """Batches of this rank in a whole epoch."""
+        items = -(-self.length // self.world_size)
+        return items // self.batch_size if self.drop_last else -(-items // self.batch_size)
+
+    def __iter__(self):
+        """The epoch's batches after the ``consumed`` ones (lists of int), fixed when called."""
+        indices, size = self.indices().tolist(), self.batch_size
+        starts = range(self.consumed * size, len(self) * size, size)
+        return iter([indices[start : start + size] for start in starts])
+
+    def advance(self, batches: int = 1) -> None:
+        """Record that the training loop has consumed ``batches`` more batches of this epoch."""
+        self.consumed += batches
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make ``epoch`` the current one: from its first batch unless it already is."""
+        if epoch != self.epoch:
+            self.epoch, self.consumed = epoch, 0
+
+    def state_dict(self) -> dict:
+        """{"seed", "epoch", "consumed": batches consumed this epoch} (ints)."""
+        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore a position saved by ``state_dict()`` (of a sampler with the same length,
+        batch size, shuffle, drop_last and ranks)."""
+        self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
+        self.consumed = int(state["consumed"])
