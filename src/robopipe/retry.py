@@ -111,10 +111,13 @@ class RemoteReadError(OSError):
 def transient(error: BaseException) -> bool:
     """Whether ``error`` is worth another attempt: HTTP 408/425/429/5xx, a short body, a lost
     or reset connection or a timeout (``OSError`` other than a missing file or no access, or an
-    HTTP client's transport error)."""
+    HTTP client's transport error), or a "missing file" caused by one of those."""
     status = _status(error)
     if status is not None:
         return status in RETRY_STATUS
+    if isinstance(error, FileNotFoundError) and error.__cause__ is not None:
+        # fsspec's http info() reports any failure of its HEAD and GET as a missing file
+        return transient(error.__cause__)
     if isinstance(error, _PERMANENT_OS_ERRORS):
         return False
     if isinstance(error, OSError | TimeoutError):

@@ -119,6 +119,8 @@ def read_ranges(
     """
 
     def one(path: str, start: int, end: int) -> bytes:
+        if isinstance(fs, fsspec.asyn.AsyncFileSystem):
+            return _checked(fs.cat_file(path, start, end), path, start, end)
         with fs.open(path, "rb", cache_type="none") as f:
             f.seek(start)
             return _checked(f.read(end - start), path, start, end)
