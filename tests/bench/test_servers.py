@@ -96,7 +96,7 @@ def test_sources_are_read_through_the_counted_path(v30, source, latency_ms):
     scenario = parse_scenario(f"robopipe_map_{source}_single_cpu_w0_n1")
     path = "meta/info.json"
     size = (v30 / path).stat().st_size
-    with source_url(scenario, "tiny", v30, settings) as (url, options, traffic):
+    with source_url(scenario, "tiny", v30, settings) as (url, options, traffic, _):
         fs, root = fsspec.core.url_to_fs(url, **(options or {}))
         start = time.perf_counter()
         assert fs.cat_file(f"{root}/{path}") == (v30 / path).read_bytes()
@@ -145,7 +145,7 @@ def test_the_hub_stand_in_is_reached_through_the_proxy(v30, quiet_hf, latency_ms
         )
         scenario = parse_scenario("robopipe_map_hf_single_cpu_w0_n1")
         path = "meta/info.json"
-        with source_url(scenario, "tiny", v30, settings) as (url, options, traffic):
+        with source_url(scenario, "tiny", v30, settings) as (url, options, traffic, _):
             assert options["endpoint"] != hub.endpoint  # the proxy's
             fs, root = fsspec.core.url_to_fs(url, **options)
             start = time.perf_counter()
