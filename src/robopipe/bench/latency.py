@@ -122,6 +122,7 @@ class Faults:
         stall_s: seconds a ``stall`` holds the response back before closing.
         retry_after_s: the ``Retry-After`` of a ``429``, whole seconds.
         seed: the random generator's seed (the same requests fault in the same order).
+        start_after: requests passed unfaulted first (e.g. those that open a dataset).
 
     Raises:
         ValueError: a rate outside [0, 1], an unknown kind, no kind with a rate > 0, or a
@@ -135,6 +136,7 @@ class Faults:
         stall_s: float = 5.0,
         retry_after_s: int = 1,
         seed: int = 0,
+        start_after: int = 0,
     ) -> None:
         unknown = set(kinds) - set(FAULT_KINDS)
         if not 0 <= rate <= 1 or unknown or (rate and not kinds):
@@ -146,10 +148,14 @@ class Faults:
             raise ValueError(f"stall_s and retry_after_s must be >= 0: {stall_s}, {retry_after_s}")
         self.rate, self.kinds = rate, tuple(kinds)
         self.stall_s, self.retry_after_s = stall_s, int(retry_after_s)
+        self.seed, self.start_after = seed, start_after
         self._random = random.Random(seed)
 
     def draw(self) -> str | None:
         """The fault of the next request, or None."""
+        if self.start_after > 0:
+            self.start_after -= 1
+            return None
         if self.rate and self._random.random() < self.rate:
             return self._random.choice(self.kinds)
         return None
@@ -387,7 +393,9 @@ def delaying_proxy(
                     "--latency-ms", str(latency_ms), "--counts", file.name,
                     "--fault-rate", str(faults.rate), "--fault-kinds", ",".join(faults.kinds),
                     "--stall-s", str(faults.stall_s),
-                    "--retry-after-s", str(faults.retry_after_s), "--port",
+                    "--retry-after-s", str(faults.retry_after_s),
+                    "--seed", str(faults.seed), "--start-after", str(faults.start_after),
+                    "--port",
                 ]  # fmt: skip
                 with serve_process("delaying proxy", lambda port: [*command, str(port)]) as url:
                     yield ProxyProcess(url, counts)
@@ -412,12 +420,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fault-kinds", default=",".join(FAULT_KINDS))
     parser.add_argument("--stall-s", type=float, default=5.0)
     parser.add_argument("--retry-after-s", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start-after", type=int, default=0)
     args = parser.parse_args(argv)
     faults = Faults(
         args.fault_rate,
         tuple(k for k in args.fault_kinds.split(",") if k),
         args.stall_s,
         args.retry_after_s,
+        seed=args.seed,
+        start_after=args.start_after,
     )
     parts = urlsplit(args.target)
     with open(args.counts, "r+b") as file, mmap.mmap(file.fileno(), 0) as shared:
