@@ -163,6 +163,22 @@ def cat_file(
     return retry.call(lambda: fs.cat_file(path), path, budget)
 
 
+def exists(
+    fs: fsspec.AbstractFileSystem, path: str, budget: retry.RetryBudget = retry.DEFAULT_BUDGET
+) -> bool:
+    """Whether ``path`` exists (fsspec's ``exists`` answers False to any error, a 503
+    included; here a transient error is retried within ``budget``).
+
+    Raises:
+        robopipe.retry.RemoteReadError: every attempt of ``budget`` failed.
+    """
+    try:
+        retry.call(lambda: fs.info(path), path, budget)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def file_size(
     fs: fsspec.AbstractFileSystem, path: str, budget: retry.RetryBudget = retry.DEFAULT_BUDGET
 ) -> int:
@@ -435,7 +451,7 @@ def _read_episodes(meta: DatasetMeta) -> dict[str, np.ndarray]:
     tables = []
     chunk, file = 0, 0
     chunks_size = int(meta.info.get("chunks_size", DEFAULT_CHUNK_SIZE))
-    while meta.fs.exists(meta.path(episodes_path(chunk, file))):
+    while exists(meta.fs, meta.path(episodes_path(chunk, file)), meta.retry_budget):
         tables.append(_read_parquet(meta, episodes_path(chunk, file), columns=wanted))
         chunk, file = next_chunk_file(chunk, file, chunks_size)
     if not tables:
