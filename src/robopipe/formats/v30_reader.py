@@ -198,14 +198,22 @@ def open_file(
     **options,
 ):
     """``fs.open(path, "rb", **options)``, opened again after a transient error, whose range
-    requests (fsspec's buffered files: http, s3, hf) are checked for length and requested again
-    after a transient error or a short body, within ``budget`` each.
+    requests are retried (:func:`retrying_file`).
 
     Raises:
         FileNotFoundError: no such file.
         robopipe.retry.RemoteReadError: the open or a read failed on every attempt.
     """
     f = retry.call(lambda: fs.open(path, "rb", **options), path, budget)
+    return retrying_file(f, path, budget)
+
+
+def retrying_file(f, url: str, budget: retry.RetryBudget = retry.DEFAULT_BUDGET):
+    """``f`` (an fsspec buffered file of known size: http, s3, hf, or
+    ``robopipe.hub.HubRangeFile``) with each range request checked for length and requested
+    again after a transient error or a short body, within ``budget`` (its reads then raise
+    ``robopipe.retry.RemoteReadError`` when every attempt failed). Any other file is returned
+    as it is."""
     if not isinstance(f, AbstractBufferedFile) or f.size is None:
         return f
     fetch = f._fetch_range
@@ -214,7 +222,7 @@ def open_file(
         end = min(end, f.size)
         if start >= end:
             return b""
-        return retry.call(lambda: _checked(fetch(start, end), path, start, end), path, budget)
+        return retry.call(lambda: _checked(fetch(start, end), url, start, end), url, budget)
 
     f._fetch_range = fetch_checked
     f.cache.fetcher = fetch_checked
