@@ -116,7 +116,9 @@ def test_latency_needs_an_endpoint_on_this_machine(v30):
     settings = Settings(
         **{**QUICK.__dict__, "latency_ms": 20, "sources": {"http": "https://example.org/{dataset}"}}
     )
-    with pytest.raises(ValueError, match="latency_ms needs the http source on a plain http://"):
+    with pytest.raises(
+        ValueError, match="latency_ms and bench.fault_rate need the http source on a plain http://"
+    ):
         run_scenario("tiny", v30, "robopipe_map_http_single_cpu_w0_n1", settings)
 
 
