@@ -211,12 +211,12 @@ class Datasets:
         Raises:
             DatasetError: it cannot be read or is not a JSON object.
         """
-        import fsspec
+        from robopipe.formats.v30_reader import cat_file, open_url
 
         url = f"{self.url(name)}/{INFO_PATH}"
         try:
-            with fsspec.open(url, "rb", **self.storage_options(name)) as f:
-                info = json.loads(f.read())
+            fs, path = open_url(url, self.storage_options(name))
+            info = json.loads(cat_file(fs, path))  # retried (robopipe.retry)
         except (OSError, ValueError) as exc:
             raise DatasetError(name, f"cannot read it ({exc})", file=url) from exc
         if not isinstance(info, dict):
