@@ -12,6 +12,7 @@ from robopipe.layout import (
     DEFAULT_TOLERANCE_S,
     DEFAULT_VIDEO_FILE_SIZE_IN_MB,
 )
+from robopipe.retry import DEFAULT_BUDGET, RetryBudget
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,9 @@ class ConversionOptions:
             (:data:`robopipe.formats.v21_repairs.REPAIRS` says what each does).
         undeclared_columns: the repair of data columns that info.json does not declare:
             ``"drop"`` or ``"declare"`` (None, the default: refused by the check).
+        retry_attempts, retry_seconds, read_timeout_s: the retry budget of each remote read
+            of a remote source (:class:`robopipe.retry.RetryBudget`: attempts, seconds, a
+            client's read timeout); they change no output.
     """
 
     data_file_size_in_mb: float = DEFAULT_DATA_FILE_SIZE_IN_MB
@@ -75,6 +79,15 @@ class ConversionOptions:
     template_placeholders: bool = False
     cast_float64: bool = False
     undeclared_columns: Literal["drop", "declare"] | None = None
+    retry_attempts: int = DEFAULT_BUDGET.attempts
+    retry_seconds: float = DEFAULT_BUDGET.seconds
+    read_timeout_s: float = DEFAULT_BUDGET.read_timeout_s
+
+    @property
+    def retry_budget(self) -> RetryBudget:
+        """How long each remote read of a remote source is retried (planning, check, shard
+        fetches)."""
+        return RetryBudget(self.retry_attempts, self.retry_seconds, self.read_timeout_s)
 
     def __post_init__(self) -> None:
         if self.episodes_per_shard < 1:
@@ -93,6 +106,7 @@ class ConversionOptions:
             raise ValueError(
                 f"undeclared_columns must be 'drop' or 'declare', not {self.undeclared_columns!r}"
             )
+        self.retry_budget  # noqa: B018  (raises ValueError for a value out of range)
         object.__setattr__(self, "skip_episodes", tuple(sorted(set(self.skip_episodes))))
 
     @classmethod

@@ -38,7 +38,9 @@ from robopipe import hub
 from robopipe.atomic import atomic_path
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import V21_META_FILES, V21Source, load_source
+from robopipe.formats.v30_reader import open_file, open_url, retrying_file
 from robopipe.layout import DATASET_FOLDERS
+from robopipe.retry import DEFAULT_BUDGET, RetryBudget, call
 
 MANIFEST_VERSION = 1
 MANIFEST_SUFFIX = ".sqlite"
@@ -63,6 +65,8 @@ class RemoteSource:
         files: ``{path relative to the dataset root: [size in bytes, sha256 hex or None]}``
             (a dict when listed, a :class:`ManifestFiles` when loaded from a manifest).
         storage_options: fsspec options of ``url`` (credentials, ``client_kwargs``).
+        retry: how long each range request is retried (``robopipe.retry.RetryBudget``'s
+            config: ``attempts``, ``seconds``, ``read_timeout_s``).
     """
 
     name: str
@@ -70,6 +74,7 @@ class RemoteSource:
     cache: str
     files: Mapping[str, list]
     storage_options: dict = field(default_factory=dict)
+    retry: dict = field(default_factory=dict)
     _ahead: dict = field(default_factory=dict, repr=False, compare=False)
     _queue: Iterator | None = field(default=None, repr=False, compare=False)
     _readers: ThreadPoolExecutor | None = field(default=None, repr=False, compare=False)
@@ -92,7 +97,8 @@ class RemoteSource:
 
     def save(self, path: str | Path) -> None:
         """Write the manifest to ``path`` atomically: an SQLite file of two tables, ``source``
-        (``version``, ``name``, ``url``, ``cache``, ``storage_options`` as JSON) and ``files``
+        (``version``, ``name``, ``url``, ``cache``, ``storage_options``, ``retry`` as JSON) and
+        ``files``
         (``path``, ``size``, ``sha256``), read back by :func:`load_manifest`."""
         header = {
             "version": MANIFEST_VERSION,
@@ -100,6 +106,7 @@ class RemoteSource:
             "url": self.url,
             "cache": self.cache,
             "storage_options": self.storage_options,
+            "retry": self.retry,
         }
         with atomic_path(path) as tmp:
             db = sqlite3.connect(tmp)
@@ -128,15 +135,17 @@ class RemoteSource:
 
     def open(self, rel: str, block_size: int = RANGE_BLOCK, cache_type: str = "readahead"):
         """A seekable binary file of ``rel`` read by range requests of at least
-        ``block_size`` bytes (fsspec's buffered file and ``cache_type``). Raises
-        ``FileNotFoundError`` if not listed."""
+        ``block_size`` bytes (fsspec's buffered file and ``cache_type``), each checked for
+        length and retried within :attr:`retry` (``robopipe.formats.v30_reader.retrying_file``).
+        Raises ``FileNotFoundError`` if not listed."""
         size = self.size(rel)
+        budget = RetryBudget.from_config(self.retry)
         if repo := self.hub_repo:
-            return hub.HubRangeFile(*repo, rel, size, block_size, cache_type)
+            f = hub.HubRangeFile(*repo, rel, size, block_size, cache_type)
+            return retrying_file(f, f"{self.url}/{rel}", budget)
         fs, root = self._fs()
-        return fs.open(
-            f"{root}/{rel}", "rb", block_size=block_size, cache_type=cache_type, size=size
-        )
+        options = dict(block_size=block_size, cache_type=cache_type, size=size)
+        return open_file(fs, f"{root}/{rel}", budget, **options)
 
     def readable(self, rel: str):
         """What pyarrow and PyAV open ``rel`` from: its cached path where it is cached, else a
@@ -236,10 +245,7 @@ class RemoteSource:
             raise DatasetError(self.name, f"{problem} ({self.url}); run again", file=rel)
 
     def _fs(self):
-        from fsspec.core import url_to_fs
-
-        fs, root = url_to_fs(self.url, **self.storage_options)
-        return fs, root.rstrip("/")
+        return open_url(self.url, self.storage_options, RetryBudget.from_config(self.retry))
 
 
 def list_remote(
@@ -250,10 +256,12 @@ def list_remote(
     revision: str | None = None,
     url: str | None = None,
     storage_options: dict | None = None,
+    retry_budget: RetryBudget = DEFAULT_BUDGET,
 ) -> RemoteSource:
     """List a remote v2.1 dataset: the Hub repo ``repo_id`` at ``revision`` (pinned to the
     commit it names now), or the folder at fsspec ``url`` (``hf://datasets/<repo>@<rev>``
-    URLs are read as the Hub repo they name). Reads the listing only, no file.
+    URLs are read as the Hub repo they name). Reads the listing only, no file; each request
+    (and every later range request of the source) is retried within ``retry_budget``.
 
     Raises:
         DatasetError: the repo, revision or folder does not exist, or it holds no
@@ -262,16 +270,17 @@ def list_remote(
     if url and url.startswith(HUB_SCHEME):
         repo_id, _, revision = url[len(HUB_SCHEME) :].rstrip("/").partition("@")
         revision = revision or "main"
+    budget = retry_budget
     if repo_id:
-        commit = hub.resolve_commit(repo_id, revision, name=name)
-        files = hub.list_files(repo_id, commit)
-        return RemoteSource(name, f"{HUB_SCHEME}{repo_id}@{commit}", cache, files)
-    from fsspec.core import url_to_fs
-
-    fs, root = url_to_fs(url, **(storage_options or {}))
-    root = root.rstrip("/")
+        where = f"{HUB_SCHEME}{repo_id}@{revision}"
+        commit = call(lambda: hub.resolve_commit(repo_id, revision, name=name), where, budget)
+        files = call(lambda: hub.list_files(repo_id, commit), where, budget)
+        return RemoteSource(
+            name, f"{HUB_SCHEME}{repo_id}@{commit}", cache, files, retry=budget.to_config()
+        )
+    fs, root = open_url(url, storage_options, budget)
     try:
-        found = fs.find(root, detail=True)
+        found = call(lambda: fs.find(root, detail=True), url, budget)
     except FileNotFoundError:
         found = {}
     files = {
@@ -282,7 +291,9 @@ def list_remote(
     }
     if "meta/info.json" not in files:
         raise DatasetError(name, f"no meta/info.json at {url}; check `url`")
-    return RemoteSource(name, url, cache, files, dict(storage_options or {}))
+    return RemoteSource(
+        name, url, cache, files, dict(storage_options or {}), retry=budget.to_config()
+    )
 
 
 class ManifestFiles(Mapping):
@@ -324,7 +335,12 @@ def load_manifest(path: str | Path) -> RemoteSource:
     if header.get("version") != MANIFEST_VERSION:
         raise ValueError(f"{path}: manifest version {header.get('version')}, rerun the plan")
     return RemoteSource(
-        header["name"], header["url"], header["cache"], files, header["storage_options"] or {}
+        header["name"],
+        header["url"],
+        header["cache"],
+        files,
+        header["storage_options"] or {},
+        header.get("retry") or {},
     )
 
 

@@ -96,7 +96,7 @@ def test_sources_are_read_through_the_counted_path(v30, source, latency_ms):
     scenario = parse_scenario(f"robopipe_map_{source}_single_cpu_w0_n1")
     path = "meta/info.json"
     size = (v30 / path).stat().st_size
-    with source_url(scenario, "tiny", v30, settings) as (url, options, traffic):
+    with source_url(scenario, "tiny", v30, settings) as (url, options, traffic, _):
         fs, root = fsspec.core.url_to_fs(url, **(options or {}))
         start = time.perf_counter()
         assert fs.cat_file(f"{root}/{path}") == (v30 / path).read_bytes()
@@ -116,7 +116,9 @@ def test_latency_needs_an_endpoint_on_this_machine(v30):
     settings = Settings(
         **{**QUICK.__dict__, "latency_ms": 20, "sources": {"http": "https://example.org/{dataset}"}}
     )
-    with pytest.raises(ValueError, match="latency_ms needs the http source on a plain http://"):
+    with pytest.raises(
+        ValueError, match="latency_ms and bench.fault_rate need the http source on a plain http://"
+    ):
         run_scenario("tiny", v30, "robopipe_map_http_single_cpu_w0_n1", settings)
 
 
@@ -145,7 +147,7 @@ def test_the_hub_stand_in_is_reached_through_the_proxy(v30, quiet_hf, latency_ms
         )
         scenario = parse_scenario("robopipe_map_hf_single_cpu_w0_n1")
         path = "meta/info.json"
-        with source_url(scenario, "tiny", v30, settings) as (url, options, traffic):
+        with source_url(scenario, "tiny", v30, settings) as (url, options, traffic, _):
             assert options["endpoint"] != hub.endpoint  # the proxy's
             fs, root = fsspec.core.url_to_fs(url, **options)
             start = time.perf_counter()

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
 
-from robopipe.bench.latency import delaying_proxy, is_loopback_http, through
+from robopipe.bench.latency import FAULT_KINDS, Faults, delaying_proxy, is_loopback_http, through
 from robopipe.bench.measure import (
     ZeroSamplesError,
     measure_latency,
@@ -42,6 +42,7 @@ from robopipe.loading import collate, mode_delta_timestamps, read_meta
 from robopipe.loading.batches import batch_frame_mb, prefetch_factor_within
 from robopipe.peer_env import peer_python
 from robopipe.ranks import current_node
+from robopipe.retry import DEFAULT_BUDGET, RetryBudget, retry_log
 from robopipe.scenario_result import write_scenario_result
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,13 @@ class Settings:
             such as the Hub stand-in).
         episodes: the episodes robopipe's loaders read (a v3.0 dataset's ``episodes:`` less
             its ``skip_episodes``, LeRobotDataset's ``episodes=``); None: all.
+        fault_rate: share of a remote source's requests the proxy faults, in [0, 1]
+            (:class:`robopipe.bench.latency.Faults`; like ``latency_ms`` it needs a plain
+            ``http://`` endpoint on 127.0.0.1); 0: none.
+        fault_kinds: the kinds of fault drawn from (``robopipe.bench.latency.FAULT_KINDS``);
+            a ``stall`` lasts twice ``read_timeout_s``.
+        retry_attempts, retry_seconds, read_timeout_s: robopipe's loaders' retry budget
+            (:class:`robopipe.retry.RetryBudget`).
     """
 
     batch_size: int = 32
@@ -118,6 +126,25 @@ class Settings:
     storage_options: dict = field(default_factory=dict)
     latency_ms: float = 0.0
     episodes: list[int] | None = None
+    fault_rate: float = 0.0
+    fault_kinds: list[str] = field(default_factory=lambda: list(FAULT_KINDS))
+    retry_attempts: int = DEFAULT_BUDGET.attempts
+    retry_seconds: float = DEFAULT_BUDGET.seconds
+    read_timeout_s: float = DEFAULT_BUDGET.read_timeout_s
+
+    @property
+    def retry_budget(self) -> RetryBudget:
+        """The loaders' :class:`robopipe.retry.RetryBudget`."""
+        return RetryBudget(self.retry_attempts, self.retry_seconds, self.read_timeout_s)
+
+    def faults(self) -> Faults:
+        """The faults the proxy injects (:class:`robopipe.bench.latency.Faults`)."""
+        return Faults(
+            self.fault_rate,
+            tuple(self.fault_kinds),
+            stall_s=2 * self.read_timeout_s,
+            seed=self.seed,
+        )
 
     @classmethod
     def from_config(cls, bench: dict) -> Settings:
@@ -132,7 +159,7 @@ class Settings:
 def source_url(
     scenario: Scenario, dataset: str, root: Path, settings: Settings
 ) -> Iterator[tuple[str, dict | None, object | None]]:
-    """(URL, storage options, traffic) the scenario reads the dataset from.
+    """(URL, storage options, traffic, proxy) the scenario reads the dataset from.
 
     ``http`` without a configured URL is served by nginx (:func:`serve_nginx`), ``s3`` by
     moto. With ``settings.latency_ms`` the loader reaches the server through a delaying proxy
@@ -140,14 +167,17 @@ def source_url(
     ``bytes_fetched`` and ``requests``: nginx's access log for the served ``http`` source, the
     proxy for the others (which then always stands in front, without delay at latency 0);
     traffic is None for ``local`` and for endpoints that are not plain http on 127.0.0.1.
+    ``settings.fault_rate`` puts the proxy in front too, injecting its faults; proxy (None
+    where there is none) counts them (``faults_<kind>`` of ``proxy.totals()``).
 
     Raises:
         ValueError: an ``hf`` source without a URL template in ``settings.sources``, or a
-            ``latency_ms`` the proxy cannot inject (an endpoint not on 127.0.0.1 over http).
+            ``latency_ms`` or ``fault_rate`` the proxy cannot inject (an endpoint not on
+            127.0.0.1 over http).
     """
     options = settings.storage_options.get(scenario.source)
     if scenario.source == "local":
-        yield str(root), None, None
+        yield str(root), None, None, None
         return
     with contextlib.ExitStack() as stack:
         server = None
@@ -164,9 +194,9 @@ def source_url(
                 "(e.g. hf://datasets/<user>/{dataset})"
             )
         proxy = None
-        if settings.latency_ms or server is None:
+        if settings.latency_ms or settings.fault_rate or server is None:
             url, options, proxy = _through_proxy(stack, scenario.source, url, options, settings)
-        yield url, options, server or proxy
+        yield url, options, server or proxy, proxy
 
 
 def _through_proxy(stack, source: str, url: str, options: dict | None, settings: Settings):
@@ -181,13 +211,14 @@ def _through_proxy(stack, source: str, url: str, options: dict | None, settings:
     else:
         endpoint = url
     if not is_loopback_http(endpoint):
-        if settings.latency_ms:
+        if settings.latency_ms or settings.fault_rate:
             raise ValueError(
-                f"bench.latency_ms needs the {source} source on a plain http:// address of "
-                f"127.0.0.1 (its delaying proxy runs there); it reads {endpoint or url}"
+                f"bench.latency_ms and bench.fault_rate need the {source} source on a plain "
+                f"http:// address of 127.0.0.1 (their proxy runs there); it reads "
+                f"{endpoint or url}"
             )
         return url, options or None, None
-    proxy = stack.enter_context(delaying_proxy(endpoint, settings.latency_ms))
+    proxy = stack.enter_context(delaying_proxy(endpoint, settings.latency_ms, settings.faults()))
     if source == "s3":
         options["client_kwargs"] = {**client_kwargs, "endpoint_url": through(proxy, endpoint)}
     elif source == "hf":
@@ -222,7 +253,8 @@ def run_scenario(
     root = Path(root)
     with (
         PeakRss() as rss,
-        source_url(scenario, dataset, root, settings) as (url, options, traffic),
+        source_url(scenario, dataset, root, settings) as (url, options, traffic, proxy),
+        retry_log() as retries,
     ):
         if spec.needs_lerobot_python:
             measured = run_peer(scenario, spec, root, url, options, settings)
@@ -238,6 +270,7 @@ def run_scenario(
             measured = _run_robopipe(
                 scenario, spec, dataset, url, options, settings, rank, world_size, traffic
             )
+        faults = _fault_fields(scenario, settings, proxy, retries, spec)
     per_rank = {
         "rank": rank,
         "node": current_node(),
@@ -290,6 +323,22 @@ def run_scenario(
         **_network_fields(
             measured.get("bytes_fetched"), measured.get("requests"), measured["samples"]
         ),
+        **faults,
+    }
+
+
+def _fault_fields(scenario, settings: Settings, proxy, retries, spec) -> dict:
+    """The result's fault fields, over the whole scenario (warm-up, steady window, probe): the
+    setting, the faults the proxy injected by kind, and robopipe's retries (None for a peer
+    loader, whose reads robopipe does not make)."""
+    if scenario.source == "local":
+        return {"fault_rate": None, "fault_kinds": None, "faults": None, "retries": None}
+    totals = proxy.totals() if proxy is not None else {}
+    return {
+        "fault_rate": settings.fault_rate,
+        "fault_kinds": list(settings.fault_kinds) if settings.fault_rate else [],
+        "faults": {k: totals.get(f"faults_{k}", 0) for k in FAULT_KINDS} if proxy else None,
+        "retries": None if spec.needs_lerobot_python else retries.count(),
     }
 
 
@@ -334,7 +383,8 @@ def _network_fields(bytes_fetched: int | None, requests: int | None, samples: in
 def _run_robopipe(
     scenario, spec, dataset, url, options, settings, rank, world_size, traffic=None
 ) -> dict:
-    meta = read_meta(url, name=dataset, storage_options=options)
+    budget = settings.retry_budget
+    meta = read_meta(url, name=dataset, storage_options=options, retry_budget=budget)
     delta_timestamps = mode_delta_timestamps(
         scenario.mode, meta.camera_keys, meta.fps, settings.windows
     )
@@ -353,6 +403,7 @@ def _run_robopipe(
         decoder_cache_size=settings.decoder_cache_size,
         seek_mode=settings.seek_mode,
         storage_options=options,
+        retry_budget=budget,
         episodes=settings.episodes,
         batch_buffers=(prefetch_factor or 0) + 2,  # robopipe.loading.batches's rule
         batch_buffer_mb=settings.batch_buffer_mb,

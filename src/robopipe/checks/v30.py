@@ -65,6 +65,9 @@ from robopipe.formats.v30_reader import (
     EPISODE_COLUMNS,
     INFO_KEYS,
     DatasetMeta,
+    cat_file,
+    exists,
+    open_file,
     open_url,
     read_tasks,
 )
@@ -80,6 +83,7 @@ from robopipe.layout import (
     episodes_path,
     next_chunk_file,
 )
+from robopipe.retry import DEFAULT_BUDGET, RetryBudget, call
 
 # The info.json fields lerobot 0.6.1's DatasetInfo needs (the others have defaults).
 OPTIONAL_INFO_FIELDS = (
@@ -115,6 +119,7 @@ def check_v30(
     previous: Mapping | None = None,
     doctor: bool = False,
     doctor_python: str | None = None,
+    retry_budget: RetryBudget = DEFAULT_BUDGET,
 ) -> CheckReport:
     """Check the v3.0 dataset at ``root`` completely; never raises for bad data.
 
@@ -137,6 +142,7 @@ def check_v30(
             (:func:`robopipe.checks.doctor.doctor_opinion`: a local folder only; its flag
             is a problem, or a note where episodes are left out); the verdict is the
             report's ``doctor``.
+        retry_budget: how long each remote read is retried (``robopipe.retry``).
 
     Returns:
         A :class:`~robopipe.checks.report.CheckReport` (``repairs`` is empty: no repair
@@ -144,7 +150,7 @@ def check_v30(
         file, ``[size, ETag or checksum]`` for a remote one).
     """
     if fs is None:
-        fs, base = open_url(str(root), storage_options)
+        fs, base = open_url(str(root), storage_options, retry_budget)
     else:
         base = str(root).rstrip("/")
     local = isinstance(fs, LocalFileSystem)
@@ -158,7 +164,7 @@ def check_v30(
     if not exists:
         report.problems.append(Problem("source", f"dataset folder {root} {why}"))
     else:
-        checker = _Checker(fs, base, name, tolerance_s, report)
+        checker = _Checker(fs, base, name, tolerance_s, report, retry_budget)
         checker.run(max(1, threads))
         skip = set(skip_episodes)
         chosen = None if episodes is None else set(episodes)
@@ -185,9 +191,16 @@ def check_v30(
 
 class _Checker:
     def __init__(
-        self, fs: fsspec.AbstractFileSystem, root: str, name: str, tolerance_s: float, report
+        self,
+        fs: fsspec.AbstractFileSystem,
+        root: str,
+        name: str,
+        tolerance_s: float,
+        report,
+        budget: RetryBudget = DEFAULT_BUDGET,
     ) -> None:
         self.fs = fs
+        self.budget = budget
         self.root = root
         self.local = isinstance(fs, LocalFileSystem)
         self.real_root = os.path.realpath(root) if self.local else posixpath.normpath(root)
@@ -210,7 +223,7 @@ class _Checker:
         :data:`REMOTE_BLOCK_SIZE` (never the whole file at once)."""
         if self.local:
             return contextlib.nullcontext(self.path(rel))
-        return self.fs.open(self.path(rel), "rb", block_size=REMOTE_BLOCK_SIZE)
+        return open_file(self.fs, self.path(rel), self.budget, block_size=REMOTE_BLOCK_SIZE)
 
     # -- the pass -------------------------------------------------------------------------
 
@@ -240,7 +253,7 @@ class _Checker:
     def _check_info(self) -> bool:
         self._record(INFO_PATH)
         try:
-            info = json.loads(self.fs.cat_file(self.path(INFO_PATH)))
+            info = json.loads(cat_file(self.fs, self.path(INFO_PATH), self.budget))
         except FileNotFoundError:
             self.add("metadata", "file is missing", file=INFO_PATH)
             return False
@@ -348,7 +361,7 @@ class _Checker:
         if self._locate(STATS_PATH, "stats file") is None:
             return
         try:
-            stats = json.loads(self.fs.cat_file(self.path(STATS_PATH)))
+            stats = json.loads(cat_file(self.fs, self.path(STATS_PATH), self.budget))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             self.add("unreadable_file", f"not valid JSON ({exc})", file=STATS_PATH)
             return
@@ -407,7 +420,7 @@ class _Checker:
         parts: dict[str, list[np.ndarray]] = defaultdict(list)
         chunks_size = int(self.info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
         chunk, file, walked = 0, 0, []
-        while self.fs.exists(self.path(episodes_path(chunk, file))):
+        while exists(self.fs, self.path(episodes_path(chunk, file)), self.budget):
             walked.append(episodes_path(chunk, file))
             chunk, file = next_chunk_file(chunk, file, chunks_size)
         if not walked:
@@ -570,7 +583,8 @@ class _Checker:
                 stat = os.stat(self.path(rel))
                 signature = [stat.st_size, stat.st_mtime_ns]
             else:
-                info = self.fs.info(self.path(rel))
+                path = self.path(rel)
+                info = call(lambda: self.fs.info(path), path, self.budget)
                 if info.get("type") == "directory":
                     return None
                 version = info.get("ETag") or info.get("blob_id") or info.get("etag")

@@ -532,7 +532,7 @@ def plan_remote(manifest: str | Path, name: str, options, *, url: str, cache: st
         DatasetError: as :func:`robopipe.source_cache.list_remote`,
             :func:`robopipe.source_cache.load_v21` and :func:`make_plan`.
     """
-    list_remote(name, cache, url=url, **listing).save(manifest)
+    list_remote(name, cache, url=url, retry_budget=options.retry_budget, **listing).save(manifest)
     source = load_v21(manifest, name, template_placeholders=options.template_placeholders)
     skip = set(options.skip_episodes)
     source.remote.read_ahead(

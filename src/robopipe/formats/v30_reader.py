@@ -21,7 +21,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
+from fsspec.spec import AbstractBufferedFile
 
+from robopipe import retry
 from robopipe.errors import DatasetError
 from robopipe.layout import (
     DEFAULT_CHUNK_SIZE,
@@ -55,27 +57,54 @@ INFO_KEYS = (
 
 
 def open_url(
-    url: str, storage_options: dict | None = None
+    url: str, storage_options: dict | None = None, budget: retry.RetryBudget | None = None
 ) -> tuple[fsspec.AbstractFileSystem, str]:
     """Filesystem and root path of a dataset URL.
 
     ``url`` is a local path, ``http(s)://host/dir``, ``s3://bucket/dir``,
     ``hf://datasets/<repo>`` or ``hf://buckets/<name>`` (huggingface_hub's HfFileSystem); any
     other fsspec protocol works too. ``storage_options`` go to the filesystem (for example
-    ``{"client_kwargs": {"endpoint_url": ...}}`` for s3fs).
+    ``{"client_kwargs": {"endpoint_url": ...}}`` for s3fs). An http(s) or s3 client waits at
+    most ``budget.read_timeout_s`` (default :data:`robopipe.retry.DEFAULT_BUDGET`'s) for a
+    connection or the next bytes of a response, unless ``storage_options`` set a timeout
+    (``client_kwargs["timeout"]``; s3: ``config_kwargs["read_timeout"]``); hf:// reads follow
+    huggingface_hub's ``HF_HUB_DOWNLOAD_TIMEOUT``.
     """
-    fs, root = fsspec.core.url_to_fs(str(url), **(storage_options or {}))
+    options = _with_read_timeout(str(url), storage_options or {}, budget or retry.DEFAULT_BUDGET)
+    fs, root = fsspec.core.url_to_fs(str(url), **options)
     return fs, root.rstrip("/")
+
+
+def _with_read_timeout(url: str, options: dict, budget: retry.RetryBudget) -> dict:
+    protocol = url.split("://", 1)[0] if "://" in url else "file"
+    timeout = budget.read_timeout_s
+    if protocol in ("http", "https"):
+        import aiohttp
+
+        client = dict(options.get("client_kwargs") or {})
+        client.setdefault("timeout", aiohttp.ClientTimeout(sock_connect=timeout, sock_read=timeout))
+        return {**options, "client_kwargs": client}
+    if protocol in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("read_timeout", timeout)
+        config.setdefault("connect_timeout", timeout)
+        return {**options, "config_kwargs": config}
+    return options
 
 
 RANGE_THREADS = 16  # ranges of a synchronous filesystem read at once
 
 
 def read_ranges(
-    fs: fsspec.AbstractFileSystem, paths: list[str], starts: list[int], ends: list[int]
+    fs: fsspec.AbstractFileSystem,
+    paths: list[str],
+    starts: list[int],
+    ends: list[int],
+    budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
 ) -> list[bytes]:
     """Bytes ``[start, end)`` of each path, each range in one request of exactly those bytes,
-    all of them in flight at once.
+    all of them in flight at once; a range that fails transiently or comes back short is
+    requested again (:func:`robopipe.retry.call`, within ``budget``).
 
     An async filesystem (http, s3) does that in ``cat_ranges``. A synchronous one
     (huggingface_hub's ``HfFileSystem``) reads the ranges of ``cat_ranges`` one after the other,
@@ -85,20 +114,119 @@ def read_ranges(
     ``RANGE_THREADS`` at once.
 
     Raises:
-        OSError: a range could not be read (the filesystem's error).
+        robopipe.retry.RemoteReadError: a range failed on every attempt of ``budget``.
+        OSError: a range could not be read (the filesystem's non-transient error).
     """
-    if isinstance(fs, fsspec.asyn.AsyncFileSystem):
-        return fs.cat_ranges(paths, starts, ends, on_error="raise")
 
     def one(path: str, start: int, end: int) -> bytes:
+        if isinstance(fs, fsspec.asyn.AsyncFileSystem):
+            return _checked(fs.cat_file(path, start, end), path, start, end)
         with fs.open(path, "rb", cache_type="none") as f:
             f.seek(start)
-            return f.read(end - start)
+            return _checked(f.read(end - start), path, start, end)
 
+    def retried(path: str, start: int, end: int, failed: BaseException | None = None) -> bytes:
+        return retry.call(lambda: one(path, start, end), path, budget, failed=failed)
+
+    if isinstance(fs, fsspec.asyn.AsyncFileSystem):
+        blobs = fs.cat_ranges(paths, starts, ends, on_error="return")
+        for i, blob in enumerate(blobs):
+            if isinstance(blob, bytes) and len(blob) == ends[i] - starts[i]:
+                continue
+            failed = blob if isinstance(blob, BaseException) else None
+            if failed is None:
+                failed = retry.ShortBody(paths[i], starts[i], ends[i], len(blob))
+            blobs[i] = retried(paths[i], starts[i], ends[i], failed)
+        return blobs
     if len(paths) == 1:
-        return [one(paths[0], starts[0], ends[0])]
+        return [retried(paths[0], starts[0], ends[0])]
     with ThreadPoolExecutor(min(RANGE_THREADS, len(paths))) as pool:
-        return list(pool.map(one, paths, starts, ends))
+        return list(pool.map(retried, paths, starts, ends))
+
+
+def _checked(data: bytes, path: str, start: int, end: int) -> bytes:
+    if len(data) != end - start:
+        raise retry.ShortBody(path, start, end, len(data))
+    return data
+
+
+def cat_file(
+    fs: fsspec.AbstractFileSystem, path: str, budget: retry.RetryBudget = retry.DEFAULT_BUDGET
+) -> bytes:
+    """The whole file ``path`` in one request, requested again after a transient error
+    (a body shorter than its ``Content-Length`` is one: the HTTP client raises it).
+
+    Raises:
+        FileNotFoundError: no such file.
+        robopipe.retry.RemoteReadError: every attempt of ``budget`` failed.
+    """
+    return retry.call(lambda: fs.cat_file(path), path, budget)
+
+
+def exists(
+    fs: fsspec.AbstractFileSystem, path: str, budget: retry.RetryBudget = retry.DEFAULT_BUDGET
+) -> bool:
+    """Whether ``path`` exists (fsspec's ``exists`` answers False to any error, a 503
+    included; here a transient error is retried within ``budget``).
+
+    Raises:
+        robopipe.retry.RemoteReadError: every attempt of ``budget`` failed.
+    """
+    try:
+        retry.call(lambda: fs.info(path), path, budget)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def file_size(
+    fs: fsspec.AbstractFileSystem, path: str, budget: retry.RetryBudget = retry.DEFAULT_BUDGET
+) -> int:
+    """``path``'s size in bytes (one request of a remote file, retried within ``budget``).
+
+    Raises:
+        FileNotFoundError: no such file.
+        robopipe.retry.RemoteReadError: every attempt of ``budget`` failed.
+    """
+    return int(retry.call(lambda: fs.size(path), path, budget))
+
+
+def open_file(
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
+    **options,
+):
+    """``fs.open(path, "rb", **options)``, opened again after a transient error, whose range
+    requests are retried (:func:`retrying_file`).
+
+    Raises:
+        FileNotFoundError: no such file.
+        robopipe.retry.RemoteReadError: the open or a read failed on every attempt.
+    """
+    f = retry.call(lambda: fs.open(path, "rb", **options), path, budget)
+    return retrying_file(f, path, budget)
+
+
+def retrying_file(f, url: str, budget: retry.RetryBudget = retry.DEFAULT_BUDGET):
+    """``f`` (an fsspec buffered file of known size: http, s3, hf, or
+    ``robopipe.hub.HubRangeFile``) with each range request checked for length and requested
+    again after a transient error or a short body, within ``budget`` (its reads then raise
+    ``robopipe.retry.RemoteReadError`` when every attempt failed). Any other file is returned
+    as it is."""
+    if not isinstance(f, AbstractBufferedFile) or f.size is None:
+        return f
+    fetch = f._fetch_range
+
+    def fetch_checked(start: int, end: int) -> bytes:
+        end = min(end, f.size)
+        if start >= end:
+            return b""
+        return retry.call(lambda: _checked(fetch(start, end), url, start, end), url, budget)
+
+    f._fetch_range = fetch_checked
+    f.cache.fetcher = fetch_checked
+    return f
 
 
 @dataclass
@@ -118,6 +246,7 @@ class DatasetMeta:
             ``data/chunk_index``, ``data/file_index`` and per camera
             ``videos/<cam>/{chunk_index,file_index,from_timestamp,to_timestamp}``
             (timestamps in seconds from the start of that mp4).
+        retry_budget: how long each remote read is retried (``robopipe.retry.RetryBudget``).
     """
 
     name: str
@@ -127,6 +256,7 @@ class DatasetMeta:
     episodes: dict[str, np.ndarray]
     storage_options: dict | None = None
     root: str = ""
+    retry_budget: retry.RetryBudget = retry.DEFAULT_BUDGET
     _fs: tuple[int, fsspec.AbstractFileSystem] | None = field(default=None, repr=False)
 
     def __getstate__(self):
@@ -137,7 +267,8 @@ class DatasetMeta:
         """The dataset's filesystem, opened again in each process (async ones are not
         fork-safe)."""
         if self._fs is None or self._fs[0] != os.getpid():
-            self._fs = (os.getpid(), open_url(self.url, self.storage_options)[0])
+            fs = open_url(self.url, self.storage_options, self.retry_budget)[0]
+            self._fs = (os.getpid(), fs)
         return self._fs[1]
 
     @property
@@ -208,9 +339,14 @@ class DatasetMeta:
 
 
 def read_meta(
-    url: str, *, name: str | None = None, storage_options: dict | None = None
+    url: str,
+    *,
+    name: str | None = None,
+    storage_options: dict | None = None,
+    retry_budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
 ) -> DatasetMeta:
-    """Read info.json, tasks.parquet and meta/episodes of the v3.0 dataset at ``url``.
+    """Read info.json, tasks.parquet and meta/episodes of the v3.0 dataset at ``url``; every
+    remote read of the dataset is retried within ``retry_budget``.
 
     The ``stats/*`` columns of the episodes files are not read (lerobot drops them too,
     ``io_utils.py:212-218``).
@@ -218,7 +354,7 @@ def read_meta(
     Raises:
         DatasetError: not a v3.0 dataset, missing files, or episodes not numbered 0..n-1.
     """
-    fs, root = open_url(url, storage_options)
+    fs, root = open_url(url, storage_options, retry_budget)
     name = name or root.rstrip("/").rsplit("/", 1)[-1]
     meta = DatasetMeta(
         name=name,
@@ -228,10 +364,11 @@ def read_meta(
         episodes={},
         storage_options=storage_options,
         root=root,
+        retry_budget=retry_budget,
         _fs=(os.getpid(), fs),
     )
     try:
-        meta.info = json.loads(fs.cat_file(meta.path(INFO_PATH)))
+        meta.info = json.loads(cat_file(fs, meta.path(INFO_PATH), retry_budget))
     except FileNotFoundError as err:
         raise DatasetError(name, "no meta/info.json", file=meta.path(INFO_PATH)) from err
     if meta.info.get("codebase_version") != "v3.0":
@@ -337,7 +474,7 @@ def read_episodes_table(meta: DatasetMeta, columns: list[str] | None = None) -> 
     tables = []
     chunk, file = 0, 0
     chunks_size = int(meta.info.get("chunks_size", DEFAULT_CHUNK_SIZE))
-    while meta.fs.exists(meta.path(episodes_path(chunk, file))):
+    while exists(meta.fs, meta.path(episodes_path(chunk, file)), meta.retry_budget):
         tables.append(_read_parquet(meta, episodes_path(chunk, file), columns=columns))
         columns = tables[0].column_names  # every later file's columns in the first's order
         chunk, file = next_chunk_file(chunk, file, chunks_size)
@@ -358,9 +495,9 @@ def _read_parquet(meta: DatasetMeta, relative: str, columns: list[str] | None) -
         if isinstance(meta.fs, LocalFileSystem):
             source = path
         elif columns is not None and meta.stored_frame_keys:
-            source = meta.fs.open(path, "rb")
+            source = open_file(meta.fs, path, meta.retry_budget)
         else:
-            source = io.BytesIO(meta.fs.cat_file(path))
+            source = io.BytesIO(cat_file(meta.fs, path, meta.retry_budget))
         return pq.ParquetFile(source).read(columns=columns, use_threads=False)
     except FileNotFoundError as err:
         raise DatasetError(meta.name, "missing file", file=path) from err
@@ -396,7 +533,7 @@ def open_data_file(meta: DatasetMeta, relative: str) -> tuple[pq.ParquetFile, np
     path = meta.path(relative)
     try:
         local = isinstance(meta.fs, LocalFileSystem)  # a path reads faster than a file object
-        parquet = pq.ParquetFile(path if local else meta.fs.open(path, "rb"))
+        parquet = pq.ParquetFile(path if local else open_file(meta.fs, path, meta.retry_budget))
     except FileNotFoundError as err:
         raise DatasetError(meta.name, "missing file", file=path) from err
     except (pa.ArrowInvalid, OSError) as err:

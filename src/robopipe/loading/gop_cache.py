@@ -26,7 +26,7 @@ from collections import OrderedDict
 import numpy as np
 from fsspec.utils import merge_offset_ranges
 
-from robopipe.formats.v30_reader import read_ranges
+from robopipe.formats.v30_reader import file_size, read_ranges
 from robopipe.loading.prefetch import REORDER_SAMPLES, Mp4Index, SpanFile, read_mp4_index
 
 # ffmpeg reads through a forward seek of up to its AVIO buffer (torchcodec's: 64 KiB) plus its
@@ -209,7 +209,7 @@ class GopCache:
         with self._lock:
             if path not in self._indexes:
                 start = time.perf_counter()
-                index = read_mp4_index(self.meta.fs, path)
+                index = read_mp4_index(self.meta.fs, path, self.meta.retry_budget)
                 self.counters.add(wait_s=time.perf_counter() - start)
                 if index is not None:  # pinned: the decoder's opening reads
                     self.cache.add(path, 0, index.head, pinned=True)
@@ -226,7 +226,8 @@ class GopCache:
         ``read_ranges`` call.
 
         Raises:
-            OSError: a range came back with another length (a server that ignores Range).
+            robopipe.retry.RemoteReadError: a range failed on every attempt of the dataset's
+                ``retry_budget`` (a short body is one failure).
         """
         self._check_process()
         half_frame_s = 0.5 / self.meta.fps
@@ -254,12 +255,10 @@ class GopCache:
             return
         paths, starts, ends = (list(column) for column in zip(*missing, strict=True))
         start_s = time.perf_counter()
-        blobs = read_ranges(self.meta.fs, paths, starts, ends)
+        blobs = read_ranges(self.meta.fs, paths, starts, ends, self.meta.retry_budget)
         waited = time.perf_counter() - start_s
         self.counters.add(fetch_s=waited, wait_s=waited)
-        for path, start, end, data in zip(paths, starts, ends, blobs, strict=True):
-            if len(data) != end - start:
-                raise OSError(f"{path}: asked for bytes {start}:{end}, got {len(data)} bytes")
+        for path, start, data in zip(paths, starts, blobs, strict=True):
             self.cache.add(path, start, data, keep=keep)
             self.stats["gop_fetches"] += 1
             self.stats["gop_bytes"] += len(data)
@@ -269,8 +268,9 @@ class GopCache:
         self._check_process()
         path = self.meta.path(relative)
         self._index(path)
-        size = self._sizes.get(path) or int(self.meta.fs.size(path))
-        return GopFile(self.meta.fs, path, size, self.cache, self.stats, self.counters)
+        budget = self.meta.retry_budget
+        size = self._sizes.get(path) or file_size(self.meta.fs, path, budget)
+        return GopFile(self.meta.fs, path, size, self.cache, self.stats, self.counters, budget)
 
 
 class GopFile(SpanFile):

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 from fsspec.implementations.local import LocalFileSystem
 
-from robopipe.formats.v30_reader import DatasetMeta, read_meta
+from robopipe import retry
+from robopipe.formats.v30_reader import DatasetMeta, open_file, read_meta
 from robopipe.layout import DEFAULT_TOLERANCE_S
 from robopipe.loading.decoder import Counters, DecoderCache
 from robopipe.loading.stored_frames import StoredFrames
@@ -48,11 +49,19 @@ class ItemReader:
 
     @classmethod
     def from_url(
-        cls, url: str, *, name: str | None = None, storage_options: dict | None = None, **options
+        cls,
+        url: str,
+        *,
+        name: str | None = None,
+        storage_options: dict | None = None,
+        retry_budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
+        **options,
     ) -> ItemReader:
-        """Read the v3.0 metadata at ``url`` (``robopipe.formats.v30_reader.read_meta``) and
-        build a reader over it; ``options`` are this class's keyword arguments."""
-        return cls(read_meta(url, name=name, storage_options=storage_options), **options)
+        """Read the v3.0 metadata at ``url`` (``robopipe.formats.v30_reader.read_meta``; every
+        remote read retried within ``retry_budget``) and build a reader over it; ``options``
+        are this class's keyword arguments."""
+        meta = read_meta(url, name=name, storage_options=storage_options, retry_budget=retry_budget)
+        return cls(meta, **options)
 
     def __init__(
         self,
@@ -95,7 +104,8 @@ class ItemReader:
         path = self.meta.path(relative)
         if isinstance(self.meta.fs, LocalFileSystem):
             return path
-        return self.meta.fs.open(path, "rb", block_size=1 << 20, cache_type="readahead")
+        budget = self.meta.retry_budget
+        return open_file(self.meta.fs, path, budget, block_size=1 << 20, cache_type="readahead")
 
     def item(self, episode: int, rows: dict[str, np.ndarray], position: int) -> dict:
         """The item at row ``position`` of ``episode``, whose data columns are ``rows``."""

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from robopipe.formats.v30_reader import read_ranges
+from robopipe import retry
+from robopipe.formats.v30_reader import file_size, read_ranges
 from robopipe.mp4 import box_path, boxes, child, children, find_moov, sample_layout, table
 
 HEAD_BYTES = 1 << 16  # first read of an mp4: ftyp and, in a faststart file, the moov's start
@@ -33,16 +34,17 @@ SPAN_TAIL = 1 << 16  # bytes kept past an episode's last sample (demuxer read-ah
 REORDER_SAMPLES = 4  # samples past the last needed one (decoders with frame reordering)
 
 
-def fetch_range(fs, path: str, start: int, end: int) -> bytes:
+def fetch_range(
+    fs, path: str, start: int, end: int, budget: retry.RetryBudget = retry.DEFAULT_BUDGET
+) -> bytes:
     """Bytes ``[start, end)`` of ``path`` in one request of exactly those bytes
-    (``robopipe.formats.v30_reader.read_ranges``).
+    (``robopipe.formats.v30_reader.read_ranges``: requested again after a transient error or
+    a short body, within ``budget``).
 
     Raises:
-        OSError: the server sent another length (a Range request it did not honour).
+        robopipe.retry.RemoteReadError: every attempt of ``budget`` failed.
     """
-    (data,) = read_ranges(fs, [path], [start], [end])
-    if len(data) != end - start:
-        raise OSError(f"{path}: asked for bytes {start}:{end}, got {len(data)} bytes")
+    (data,) = read_ranges(fs, [path], [start], [end], budget)
     return data
 
 
@@ -129,14 +131,16 @@ def parse_moov(moov: bytes) -> dict | None:
     return None
 
 
-def read_mp4_index(fs, path: str) -> Mp4Index | None:
-    """``path``'s video track index, read with at most 3 requests; None where it cannot be
-    read (no moov before a fragment, no video track)."""
-    size = int(fs.size(path))
-    head = fetch_range(fs, path, 0, min(HEAD_BYTES, size))
+def read_mp4_index(
+    fs, path: str, budget: retry.RetryBudget = retry.DEFAULT_BUDGET
+) -> Mp4Index | None:
+    """``path``'s video track index, read with at most 3 requests (each retried within
+    ``budget``); None where it cannot be read (no moov before a fragment, no video track)."""
+    size = file_size(fs, path, budget)
+    head = fetch_range(fs, path, 0, min(HEAD_BYTES, size), budget)
 
     def read_at(start: int, end: int) -> bytes:
-        return head[start:end] if end <= len(head) else fetch_range(fs, path, start, end)
+        return head[start:end] if end <= len(head) else fetch_range(fs, path, start, end, budget)
 
     found = find_moov(read_at, size)
     if found is None:
@@ -196,13 +200,21 @@ class SpanStore:
 class SpanFile(io.RawIOBase):
     """A read-only file over ``fs``'s ``path`` that reads from ``store`` first; a miss fetches
     a ``FALLBACK_BLOCK`` (kept in a small LRU) and counts it in ``stats["fallbacks"]`` (and
-    its seconds in ``counters``' ``wait_s``, where ``counters`` is given)."""
+    its seconds in ``counters``' ``wait_s``, where ``counters`` is given), retried within
+    ``budget``."""
 
     def __init__(
-        self, fs, path: str, size: int, store: SpanStore, stats: dict, counters=None
+        self,
+        fs,
+        path: str,
+        size: int,
+        store: SpanStore,
+        stats: dict,
+        counters=None,
+        budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
     ) -> None:
         super().__init__()
-        self.fs, self.path, self.size = fs, path, size
+        self.fs, self.path, self.size, self.budget = fs, path, size, budget
         self.store, self.stats, self.counters = store, stats, counters
         self.pos = 0
         self._blocks: OrderedDict[int, bytes] = OrderedDict()
@@ -244,7 +256,9 @@ class SpanFile(io.RawIOBase):
                 self._blocks.move_to_end(start)
                 return block[pos - start : pos - start + size]
         start_s = time.perf_counter()
-        block = fetch_range(self.fs, self.path, pos, min(pos + FALLBACK_BLOCK, self.size))
+        block = fetch_range(
+            self.fs, self.path, pos, min(pos + FALLBACK_BLOCK, self.size), self.budget
+        )
         if self.counters is not None:
             self.counters.add(wait_s=time.perf_counter() - start_s)
         self.stats["fallbacks"] = self.stats.get("fallbacks", 0) + 1

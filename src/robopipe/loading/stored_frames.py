@@ -18,6 +18,7 @@ from fsspec.implementations.local import LocalFileSystem
 from PIL import Image
 
 from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import open_file
 
 
 class StoredFrames:
@@ -47,7 +48,9 @@ class StoredFrames:
         if relative not in self._files:
             path = self.meta.path(relative)
             local = isinstance(self.meta.fs, LocalFileSystem)  # a path reads 4x faster
-            parquet = pq.ParquetFile(path if local else self.meta.fs.open(path, "rb"))
+            parquet = pq.ParquetFile(
+                path if local else open_file(self.meta.fs, path, self.meta.retry_budget)
+            )
             rows = [parquet.metadata.row_group(g).num_rows for g in range(parquet.num_row_groups)]
             self._files[relative] = (parquet, np.cumsum([0, *rows]))
         return self._files[relative]

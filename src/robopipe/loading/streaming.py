@@ -29,7 +29,12 @@ import torch.utils.data
 from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
-from robopipe.formats.v30_reader import open_data_file, read_data_rows, row_groups_of_rows
+from robopipe.formats.v30_reader import (
+    file_size,
+    open_data_file,
+    read_data_rows,
+    row_groups_of_rows,
+)
 from robopipe.loading.batches import BatchBuffers, fill_batch
 from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.items import ItemReader
@@ -395,7 +400,7 @@ class _EpisodeVideos:
     def _index(self, path: str):
         with self._lock:
             if path not in self._indexes:
-                index = read_mp4_index(self.meta.fs, path)
+                index = read_mp4_index(self.meta.fs, path, self.meta.retry_budget)
                 if index is not None:  # kept for the decoders' opening reads, not counted
                     self.store.add(path, "head", 0, index.head, counted=False)
                     self.store.add(path, "moov", *index.moov, counted=False)
@@ -424,7 +429,8 @@ class _EpisodeVideos:
 
     def fetch(self, episode: int) -> None:
         for path, start, end in self.spans(episode):
-            self.store.add(path, episode, start, fetch_range(self.meta.fs, path, start, end))
+            data = fetch_range(self.meta.fs, path, start, end, self.meta.retry_budget)
+            self.store.add(path, episode, start, data)
             with self._lock:
                 self.stats["episode_bytes"] += end - start
         with self._lock:
@@ -437,5 +443,6 @@ class _EpisodeVideos:
     def open(self, relative: str) -> SpanFile:
         path = self.meta.path(relative)
         index = self._index(path)
-        size = index.size if index is not None else int(self.meta.fs.size(path))
-        return SpanFile(self.meta.fs, path, size, self.store, self.stats, self.counters)
+        budget = self.meta.retry_budget
+        size = index.size if index is not None else file_size(self.meta.fs, path, budget)
+        return SpanFile(self.meta.fs, path, size, self.store, self.stats, self.counters, budget)

@@ -263,6 +263,15 @@ def _network_facts(row: pd.Series) -> str | None:
         "requests/sample n/a" if _missing(requests) else f"{requests:,.2f} requests/sample",
         "waiting n/a" if _missing(wait) else f"{wait:.0%} of wall time waiting on the network",
     ]
+    rate, retries = row.get("fault_rate"), row.get("retries")
+    if not _missing(rate) and rate:
+        injected = row.get("faults_injected")
+        facts.append(
+            f"faults {rate:.1%} of requests ({row.get('fault_kinds')}): "
+            + ("n/a" if _missing(injected) else f"{injected:,.0f} injected")
+        )
+    if not _missing(retries):
+        facts.append(f"{retries:,.0f} retries")
     return " | ".join(facts)
 
 

@@ -35,6 +35,11 @@ NETWORK_FIELDS = (
     "network_wait_share",
 )
 
+# Optional fault fields of a remote scenario (NaN in results written before them): the share of
+# requests the proxy faulted, the kinds drawn from (comma-separated), the faults it injected
+# (all kinds) and the retries robopipe's loaders made (robopipe.retry).
+FAULT_FIELDS = ("fault_rate", "fault_kinds", "faults_injected", "retries")
+
 # optional memory fields of a scenario result (results written before them lack them): the
 # process tree's peak PSS (robopipe.bench.rss), the map-style loader's batch-buffer budget, and
 # the budget for batches in flight with a batch's size and the prefetch_factor chosen from them
@@ -94,9 +99,10 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     ``decoder_cache`` -> ``decoder_cache_hits``/``_misses``/``_evictions`` (NaN when null),
     ``ranks`` -> ``ranks`` (the list, kept for the per-scenario figure) and ``rank_count``.
     Rates are in samples/s and frames/s, latencies in ms (per sample) and s (first batch),
-    memory in MB. ``workers`` and ``nodes`` are ints. The optional :data:`NETWORK_FIELDS`
-    and :data:`MEMORY_FIELDS` are NaN where a result lacks them (results written before they
-    existed); ``peer`` is
+    memory in MB. ``workers`` and ``nodes`` are ints. The optional :data:`NETWORK_FIELDS`,
+    :data:`FAULT_FIELDS` (``faults`` summed into ``faults_injected``, ``fault_kinds`` joined by
+    commas) and :data:`MEMORY_FIELDS` are NaN where a result lacks them (results written
+    before they existed); ``peer`` is
     the registry's word on the loader (someone else's, measured for comparison),
     ``peer_version`` its package and version, ``peer_items_equal`` whether its items equalled
     robopipe's (``peer_check.equal``; empty where not checked).
@@ -120,13 +126,17 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
         latency = record["latency_ms"] or {}
         for q in ("p50", "p95", "p99"):
             row[f"latency_{q}_ms"] = latency.get(q)
+        faults = row.pop("faults", None)
+        row["faults_injected"] = None if faults is None else sum(faults.values())
+        kinds = record.get("fault_kinds")
+        row["fault_kinds"] = ",".join(kinds) if kinds else None
         cache = record["decoder_cache"] or {}
         for k in ("hits", "misses", "evictions"):
             row[f"decoder_cache_{k}"] = cache.get(k)
         row["rank_count"] = len(record["ranks"] or [])
         row.setdefault("encoding", None)  # results of scenarios on the converted dataset
         row.setdefault("peak_rss_total_mb", record["peak_rss_mb"])
-        for field in (*NETWORK_FIELDS, *MEMORY_FIELDS):
+        for field in (*NETWORK_FIELDS, *FAULT_FIELDS, *MEMORY_FIELDS):
             row.setdefault(field, None)
         row["peer"] = peer
         row["peer_version"] = record.get("peer_version")
@@ -136,7 +146,7 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     columns = [f for f in SCENARIO_FIELDS if f not in ("latency_ms", "decoder_cache")]
     columns += ["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"]
     columns += ["decoder_cache_hits", "decoder_cache_misses", "decoder_cache_evictions"]
-    columns += ["rank_count", "encoding", "peak_rss_total_mb", *NETWORK_FIELDS]
+    columns += ["rank_count", "encoding", "peak_rss_total_mb", *NETWORK_FIELDS, *FAULT_FIELDS]
     columns += [*MEMORY_FIELDS, *PEER_COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in _TEXT_COLUMNS]
@@ -153,6 +163,7 @@ _TEXT_COLUMNS = {
     "source",
     "mode",
     "encoding",
+    "fault_kinds",
     "decode",
     "image_dtype",
     "cpu_fallback",

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from urllib.parse import quote
 
 from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import cat_file, open_url
 from robopipe.layout import INFO_PATH
 
 DEFAULT_HUB_REVISION = "v2.1"
@@ -50,12 +51,10 @@ def read_remote_info(name: str, url: str, storage_options: Mapping) -> dict:
     Raises:
         DatasetError: it cannot be read or is not a JSON object.
     """
-    import fsspec
-
     path = f"{url}/{INFO_PATH}"
     try:
-        with fsspec.open(path, "rb", **storage_options) as f:
-            info = json.loads(f.read())
+        fs, fs_path = open_url(path, storage_options)
+        info = json.loads(cat_file(fs, fs_path))  # retried (robopipe.retry)
     except (OSError, ValueError) as exc:
         raise DatasetError(name, f"cannot read it ({exc})", file=path) from exc
     if not isinstance(info, dict):

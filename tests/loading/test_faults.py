@@ -1,0 +1,113 @@
+"""Remote reads through injected faults (robopipe.retry, robopipe.bench.latency.Faults): every
+kind is survived with identical bytes; a fault beyond the budget stops the read within the
+budget with one line naming the URL, and stops a DataLoader's workers without a hang."""
+
+import gc
+import time
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from test_prefetch import assert_items_equal, needs_nginx
+from torch.utils.data import DataLoader
+
+from robopipe.bench import servers
+from robopipe.bench.latency import FAULT_KINDS, Faults, delaying_proxy
+from robopipe.formats.v30_reader import cat_file, open_file, open_url, read_ranges
+from robopipe.loading import MapDataset, StreamingDataset, collate
+from robopipe.retry import RemoteReadError, RetryBudget, retries
+
+BUDGET = RetryBudget(attempts=20, seconds=60, read_timeout_s=0.5)
+STALL_S = 1.5  # longer than BUDGET's read timeout
+
+
+@pytest.fixture(scope="module")
+def nginx(larger):
+    with servers.serve_nginx(larger.parent) as server:
+        yield server
+
+
+@needs_nginx
+@pytest.mark.parametrize("kind", FAULT_KINDS)
+def test_each_fault_kind_is_survived_with_identical_bytes(larger, nginx, kind):
+    mp4 = sorted(larger.glob("videos/*/*/*.mp4"))[0]
+    data = mp4.read_bytes()
+    parquet = sorted(larger.glob("data/*/*.parquet"))[0]
+    relative = mp4.relative_to(larger.parent).as_posix()
+    starts = [int(s) for s in np.linspace(0, len(data) - 7000, 24)]
+    ends = [s + 4000 + 97 * i for i, s in enumerate(starts)]
+    before = retries()
+    faults = Faults(0.3, (kind,), stall_s=STALL_S, retry_after_s=0, seed=1)
+    with delaying_proxy(nginx.url, 4, faults) as proxy:
+        fs, _ = open_url(proxy.url, None, BUDGET)
+        url = f"{proxy.url}/{relative}"
+        got = read_ranges(fs, [url] * len(starts), starts, ends, BUDGET)
+        whole = cat_file(fs, url, BUDGET)
+        parquet_url = f"{proxy.url}/{parquet.relative_to(larger.parent).as_posix()}"
+        with open_file(fs, parquet_url, BUDGET, block_size=4096) as f:
+            table = pq.ParquetFile(f).read()
+        injected = proxy.totals()[f"faults_{kind}"]
+    assert got == [data[s:e] for s, e in zip(starts, ends, strict=True)]
+    assert whole == data
+    assert table.equals(pq.read_table(parquet))
+    assert injected > 0
+    assert retries() - before >= injected  # each fault cost its read one attempt
+
+
+@needs_nginx
+@pytest.mark.parametrize("cls", [MapDataset, StreamingDataset])
+def test_loaders_read_identical_items_through_mixed_faults(larger, nginx, cls):
+    local = MapDataset(larger)
+    faults = Faults(0.1, stall_s=STALL_S, retry_after_s=0, seed=2)
+    with delaying_proxy(nginx.url, 4, faults) as proxy:
+        url = f"{proxy.url}/{larger.name}"
+        if cls is StreamingDataset:  # it builds its batches itself
+            remote, batch_size = cls(url, retry_budget=BUDGET, batch_size=8), None
+        else:
+            remote, batch_size = cls(url, retry_budget=BUDGET), 8
+        kwargs = dict(batch_size=batch_size, num_workers=2, collate_fn=collate)
+        items = [
+            {k: v[i] for k, v in batch.items()}
+            for batch in DataLoader(remote, **kwargs)
+            for i in range(len(batch["index"]))
+        ]
+        injected = sum(v for k, v in proxy.totals().items() if k.startswith("faults_"))
+    assert injected > 0
+    assert sorted(int(item["index"]) for item in items) == list(range(len(local)))
+    for item in items:
+        assert_items_equal(item, local[int(item["index"])])
+
+
+def opening_requests(url: str) -> int:
+    """Requests that opening a MapDataset at ``url`` (behind a fresh proxy) makes."""
+    with delaying_proxy(url) as proxy:
+        MapDataset(f"{proxy.url}/{url.rsplit('/', 1)[-1]}")
+        return proxy.totals()["requests"]
+
+
+@needs_nginx
+def test_faults_beyond_the_budget_stop_the_workers_with_one_line(larger, nginx):
+    opening = opening_requests(f"{nginx.url}/{larger.name}")
+    budget = RetryBudget(attempts=4, seconds=3, read_timeout_s=0.5)
+    faults = Faults(1.0, ("503", "stall"), stall_s=STALL_S, retry_after_s=0, start_after=opening)
+    with delaying_proxy(nginx.url, 0, faults) as proxy:
+        remote = MapDataset(f"{proxy.url}/{larger.name}", retry_budget=budget)
+        loader = DataLoader(remote, batch_size=8, num_workers=2, collate_fn=collate, timeout=60)
+        batches = iter(loader)
+        workers = list(batches._workers)
+        start = time.monotonic()
+        with pytest.raises(RemoteReadError) as caught:
+            next(batches)
+        took = time.monotonic() - start
+    message = str(caught.value)
+    line = message.strip().splitlines()[-1]
+    assert "gave up after" in line and proxy.url in line and "(budget 4 attempts, 3 s)" in line
+    assert "Error" in line.rsplit("): ", 1)[-1]  # the last error's type and message
+    # within the budget: 3 s of attempts, plus a last attempt's read timeout and the workers' start
+    assert took < budget.seconds + budget.read_timeout_s + 20
+    del caught, batches, loader  # the iterator shuts its workers down
+    gc.collect()
+    deadline = time.monotonic() + 30
+    while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(w.is_alive() for w in workers)  # no worker hangs on a stalled read
