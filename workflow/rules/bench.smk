@@ -16,6 +16,12 @@ from robopipe.bench.scenarios import WILDCARD_CONSTRAINTS
 from robopipe.copies.encodings import ENCODING_PATTERN
 
 
+def episodes_selected(dataset):
+    """Whether the loaders read some episodes of `dataset` only (a v3.0 dataset's
+    `episodes:`): a loader that cannot select episodes does not run."""
+    return DATASETS[dataset].read_episodes() is not None
+
+
 def bench_scenarios(dataset):
     """The scenarios of the configured matrix that apply to `dataset`."""
     return bench_jobs.source_scenarios(config["bench"], DATASETS[dataset])

@@ -99,7 +99,7 @@ rule report_dataset:
         logs=LOGS_DIR,
         # loader -> why not run
         skipped_peers=lambda w: skipped_peers(
-            config.get("bench", {}), DATASETS[w.dataset].read_episodes() is not None
+            config.get("bench", {}), episodes_selected(w.dataset)
         ),
     script:
         "../../scripts/report_dataset.py"
