@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import torch.utils.data
 
+from robopipe.loading.epoch import EpochPosition
 from robopipe.loading.partition import world_from_env
 
 
-class EpochSampler(torch.utils.data.Sampler[list[int]]):
+class EpochSampler(EpochPosition, torch.utils.data.Sampler[list[int]]):
     """Batches of item indices for ``DataLoader(dataset, batch_sampler=sampler)``; an epoch's
     order is a pure function of (``seed``, epoch), and its position can be saved and restored.
 
@@ -81,22 +82,3 @@ class EpochSampler(torch.utils.data.Sampler[list[int]]):
         indices, size = self.indices().tolist(), self.batch_size
         starts = range(self.consumed * size, len(self) * size, size)
         return iter([indices[start : start + size] for start in starts])
-
-    def advance(self, batches: int = 1) -> None:
-        """Record that the training loop has consumed ``batches`` more batches of this epoch."""
-        self.consumed += batches
-
-    def set_epoch(self, epoch: int) -> None:
-        """Make ``epoch`` the current one: from its first batch unless it already is."""
-        if epoch != self.epoch:
-            self.epoch, self.consumed = epoch, 0
-
-    def state_dict(self) -> dict:
-        """{"seed", "epoch", "consumed": batches consumed this epoch} (ints)."""
-        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore a position saved by ``state_dict()`` (of a sampler with the same length,
-        batch size, shuffle, drop_last and ranks)."""
-        self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
-        self.consumed = int(state["consumed"])

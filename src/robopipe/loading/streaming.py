@@ -37,6 +37,7 @@ from robopipe.formats.v30_reader import (
 )
 from robopipe.loading.batches import BatchBuffers, fill_batch
 from robopipe.loading.decoder import DecoderCache
+from robopipe.loading.epoch import EpochPosition
 from robopipe.loading.items import ItemReader
 from robopipe.loading.partition import (
     assign_episodes,
@@ -57,7 +58,7 @@ DATA_FILES_OPEN = 4  # data parquet files held open per stream (LRU): their foot
 ROWS_KEPT = 1 << 16  # data rows held per stream (LRU of row-group reads), at least 2 reads
 
 
-class StreamingDataset(torch.utils.data.IterableDataset):
+class StreamingDataset(EpochPosition, torch.utils.data.IterableDataset):
     """A v3.0 dataset streamed from ``url`` (local path, ``http(s)://``, ``s3://``,
     ``hf://datasets/<repo>``, ``hf://buckets/<name>``, any fsspec URL).
 
@@ -287,26 +288,6 @@ class StreamingDataset(torch.utils.data.IterableDataset):
             prefetcher.close()
             self.prefetch_stats["peak_held_bytes"] = prefetcher.peak
             self.prefetch_stats["max_ahead_bytes"] = prefetcher.max_bytes
-
-    def advance(self, batches: int = 1) -> None:
-        """Record that the training loop has consumed ``batches`` more batches of this epoch
-        (items, without ``batch_size``)."""
-        self.consumed += batches
-
-    def set_epoch(self, epoch: int) -> None:
-        """Make ``epoch`` the current one: from its first batch unless it already is."""
-        if epoch != self.epoch:
-            self.epoch, self.consumed = epoch, 0
-
-    def state_dict(self) -> dict:
-        """{"seed", "epoch", "consumed": batches (items) consumed this epoch} (ints)."""
-        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed}
-
-    def load_state_dict(self, state: dict) -> None:
-        """Restore a position saved by ``state_dict()`` (of a dataset with the same episodes,
-        ranks, shuffle settings and ``batch_size``, iterated with the same ``num_workers``)."""
-        self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
-        self.consumed = int(state["consumed"])
 
 
 class _DataRows:

@@ -46,6 +46,23 @@ def read_local_info(root: str) -> dict:
     return info if isinstance(info, dict) else {}
 
 
+class Local:
+    """Mixin of a local folder source's ``folder`` (the configured ``path``) and its
+    ``info.json`` (for a :class:`Source` subclass: uses its ``entry`` and ``_info``)."""
+
+    @property
+    def folder(self) -> str:
+        """The configured ``path``."""
+        return self.entry["path"]
+
+    @property
+    def info(self) -> dict:
+        """Its ``meta/info.json``, read once; ``{}`` where missing or unreadable."""
+        if self._info is None:
+            self._info = read_local_info(self.folder)
+        return self._info
+
+
 def tree_digest(root: str) -> str:
     """A SHA-256 digest of the ``[size, mtime_ns]`` of the v2.1 meta files in folder ``root``
     that exist (of a v3.0 folder: its info.json) and of every file's path (names only, listed

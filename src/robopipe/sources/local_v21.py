@@ -17,28 +17,16 @@ from collections.abc import Iterable
 from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import V21_META_FILES, V21Source, load_source
 from robopipe.layout import V21_EPISODES_PATH, V21_EPISODES_STATS_PATH, V21_INFO_PATH
-from robopipe.sources.base import ConvertedSource, digest, read_local_info, tree_digest
+from robopipe.sources.base import ConvertedSource, Local, digest, tree_digest
 
 
-class LocalV21(ConvertedSource):
+class LocalV21(Local, ConvertedSource):
     """A local v2.1 folder (also the fallback of a folder whose version is unknown: the check
     names that problem)."""
 
     kind = "local v2.1"
     parse_time_plan = True
     plan_stage = "convert"  # with the conversion: nothing makes the source first
-
-    @property
-    def folder(self) -> str:
-        """The configured ``path``."""
-        return self.entry["path"]
-
-    @property
-    def info(self) -> dict:
-        """Its ``meta/info.json``, read once; ``{}`` where missing or unreadable."""
-        if self._info is None:
-            self._info = read_local_info(self.folder)
-        return self._info
 
     @functools.cached_property
     def v21(self) -> V21Source:

@@ -8,30 +8,18 @@ import os
 
 from robopipe.formats.v30_reader import open_url
 from robopipe.layout import INFO_PATH, LOCAL_COPY_DIR
-from robopipe.sources.base import V30Source, digest, read_local_info, tree_digest
+from robopipe.sources.base import Local, V30Source, digest, tree_digest
 from robopipe.sources.remote import Remote, tagged_version
 
 # the bench source that reads a remote dataset where it is, by URL scheme
 SCHEME_SOURCES = {"hf": "hf", "s3": "s3", "http": "http", "https": "http"}
 
 
-class LocalV30(V30Source):
+class LocalV30(Local, V30Source):
     """A local v3.0 folder."""
 
     kind = "local v3.0"
     plan_stage = "convert"  # nothing makes the source first (no plan job runs)
-
-    @property
-    def folder(self) -> str:
-        """The configured ``path``."""
-        return self.entry["path"]
-
-    @property
-    def info(self) -> dict:
-        """Its ``meta/info.json``, read once; ``{}`` where missing or unreadable."""
-        if self._info is None:
-            self._info = read_local_info(self.folder)
-        return self._info
 
     def check_inputs(self) -> list[str]:
         """Its info.json."""
