@@ -18,9 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from robopipe.bench.hub_standin import serve_hub
-
-DATASET_FOLDERS = ("meta", "data", "videos")  # the dataset's bytes; the rest is not counted
+from robopipe.bench.hub_standin import dataset_files, serve_hub
 
 
 def main() -> None:
@@ -29,7 +27,7 @@ def main() -> None:
     parser.add_argument("--no-check", action="store_true", help="plan only")
     args = parser.parse_args()
     root = args.folder.resolve()
-    files = [p for f in DATASET_FOLDERS for p in (root / f).rglob("*") if p.is_file()]
+    files = dataset_files(root)
     total = sum(p.stat().st_size for p in files)
     with (
         tempfile.TemporaryDirectory() as tmp,

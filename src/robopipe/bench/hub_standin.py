@@ -108,6 +108,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, quote, unquote, urlencode, urlsplit
 
 from robopipe.bench.servers import QuietServer, RangeRequestHandler
+from robopipe.layout import DATASET_FOLDERS
 
 REPO = r"(?P<repo>[^/]+/[^/]+)"
 API = re.compile(
@@ -926,6 +927,12 @@ class HubProcess(HubAddress):
     """A stand-in running as a child process (:func:`serve_hub_process`)."""
 
     endpoint: str
+
+
+def dataset_files(root: Path) -> list[Path]:
+    """The files of the dataset in folder ``root`` that a reader's bytes are measured against:
+    those under ``meta/``, ``data/`` and ``videos/`` (``DATASET_FOLDERS``), nothing else."""
+    return [p for f in DATASET_FOLDERS for p in (Path(root) / f).rglob("*") if p.is_file()]
 
 
 @contextlib.contextmanager
