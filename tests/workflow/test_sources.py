@@ -60,6 +60,11 @@ def test_a_cluster_job_reads_the_written_plan_and_no_episode_metadata(
     root = make_v21(episodes=5)
     written = make_plan(load_source(root, "d"), ConversionOptions(episodes_per_shard=1))
     monkeypatch.chdir(tmp_path)
+    skipping = {"path": str(root), "conversion": {"skip_episodes": [1, 3]}}
+    before = Datasets(config_of(d={"path": str(root)}, s=skipping), in_job=True)
+    assert before.plan_layout("d") == ""  # the plan job's own start: no plan made
+    assert before.known_episodes("d") == 5 and before.known_episodes("s") == 3
+    assert before._parse_time_plan.cache_info().currsize == 0
     (tmp_path / "results/d").mkdir(parents=True)
     written.save(tmp_path / "results/d/plan.json")
     local = Datasets(config_of(d={"path": str(root)}))

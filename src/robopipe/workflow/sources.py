@@ -109,9 +109,8 @@ class Datasets:
         """
         if not self[name].parse_time_plan:
             return load_plan(self._checkpoint_plan(name))
-        written = PLAN_FILE.format(dataset=name)
-        if self._in_job and os.path.exists(written):
-            return self._written_plan(written)
+        if self._in_job and not self._before_written_plan(name):
+            return self._written_plan(PLAN_FILE.format(dataset=name))
         return self._source_plan(name)
 
     def _source_plan(self, name: str) -> Plan:
@@ -143,15 +142,25 @@ class Datasets:
         plan's, else what the config or a v3.0 source's info.json tells (Source.
         known_episodes)."""
         source = self[name]
-        if source.parse_time_plan:
-            return len(self.plan(name).episodes)
-        return source.known_episodes()
+        if not source.parse_time_plan:
+            return source.known_episodes()
+        if self._before_written_plan(name):  # the plan keeps every episode it does not skip
+            return source.info["total_episodes"] - len(set(source.options.skip_episodes))
+        return len(self.plan(name).episodes)
+
+    def _before_written_plan(self, name: str) -> bool:
+        """Whether this is a cluster job (``in_job``) that runs before the plan job has written
+        the plan (a source check part, the check, the plan itself), which reads no episode."""
+        return self._in_job and not os.path.exists(PLAN_FILE.format(dataset=name))
 
     def plan_layout(self, name: str) -> str:
         """params of plan: a digest of what the parse-time plan decided (episodes, files,
         shards), so that a source change that moves an episode replans; ``""`` for a source
-        the plan job plans alone."""
-        return self.plan(name).layout_digest() if self[name].parse_time_plan else ""
+        the plan job plans alone, and in a cluster job before the plan is written (the
+        value only goes to the job's metadata record, which the main Snakemake writes again)."""
+        if not self[name].parse_time_plan or self._before_written_plan(name):
+            return ""
+        return self.plan(name).layout_digest()
 
     def shard_signatures(self, name: str, shard: str) -> str:
         """params of shard: Source.data_signatures of the shard's episodes (a digest: Snakemake
