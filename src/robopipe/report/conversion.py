@@ -49,7 +49,7 @@ def rules(jobs: pd.DataFrame, stem: str | Path, dataset: str, job_rss: pd.DataFr
     rss.set_xlabel("peak RSS of the rule's largest job (its own or its largest child's), MB")
     if per_rule["job_start_s"].notna().any():  # a SLURM run: from each SLURM job's start
         _bars(startup, labels, per_rule["job_start_s"], _STARTUP, "{:,.1f}")
-        startup.set_xlabel("start-up per SLURM job (job start to first work), mean, s")
+        startup.set_xlabel("SLURM job start to first work, mean, s")
     else:
         _bars(startup, labels, per_rule["startup_s"], _STARTUP, "{:,.2f}")
         startup.set_xlabel("start-up per job (interpreter, imports), mean, s")
