@@ -58,6 +58,7 @@ def test_a_job_records_its_startup_and_its_own_peak_not_its_parents(tmp_path):
     subprocess.run([sys.executable, "-c", LARGE_PARENT, STARTED_LATE, str(log)], check=True)
     record = json.loads((tmp_path / "job.log.rss.json").read_text())
     assert record["startup_s"] >= 0.3
+    assert record["job_start_s"] is None  # not a SLURM job (no SLURM_JOB_ID)
     # ru_maxrss would count the parent's 300 MiB at the fork; the job itself holds far less
     assert record["own_mb"] < 150
 

@@ -226,10 +226,10 @@ def is_stuck(reason: str) -> bool:
 
 
 def pending_reasons(run_uuid: str) -> dict[str, str]:
-    """Pending jobs of this run (by job name): job id -> pending reason."""
-    out = _run(
-        "squeue", "-h", "-u", getpass.getuser(), "--name", run_uuid, "-t", "PD", "-o", "%i|%r"
-    )
+    """Pending jobs of this run (by job name): job id -> pending reason; a job array's
+    elements one by one (``-r``: ``<jobid>_<index>``, the ids the plugin tracks them by)."""
+    user = getpass.getuser()
+    out = _run("squeue", "-h", "-r", "-u", user, "--name", run_uuid, "-t", "PD", "-o", "%i|%r")
     return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
 
 

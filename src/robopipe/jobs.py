@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import logging
 import os
 import resource
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,12 +29,15 @@ def logged(snakemake, *, pandas: bool = True) -> Iterator[logging.Logger]:
     (``peak_rss``), which the report reads: Snakemake's ``benchmark:`` sampler misses the
     peak of short jobs. The same file records ``startup_s``: seconds from the process's start
     to this call, i.e. the interpreter, Snakemake's script preamble and the job's imports
-    (:func:`startup_seconds`), the fixed cost every job pays before its first work.
+    (:func:`startup_seconds`), the fixed cost every job pays before its first work; and, in a
+    SLURM job, ``job_start_s``: seconds from the SLURM job's start to this call
+    (:func:`slurm_job_start_seconds`), which adds the Snakemake starts inside the job.
 
     With ``pandas=False`` (the conversion jobs) pandas is hidden from the job
     (:func:`hide_pandas`), so that pyarrow's numpy and Python conversions do not import it.
     """
     startup = startup_seconds()
+    first_work = datetime.datetime.now()
     if not pandas:
         hide_pandas()
     log_path = Path(snakemake.log[0]) if snakemake.log else None
@@ -75,6 +80,7 @@ def logged(snakemake, *, pandas: bool = True) -> Iterator[logging.Logger]:
     finally:
         if log_path is not None:
             record = {"rule": snakemake.rule, **peak_rss(), "startup_s": startup}
+            record["job_start_s"] = slurm_job_start_seconds(first_work)
             log_path.with_name(log_path.name + RSS_SUFFIX).write_text(json.dumps(record))
 
 
@@ -121,6 +127,27 @@ def startup_seconds() -> float | None:
         return None
     started = int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22 of the whole line
     return round(max(now - started, 0.0), 3)
+
+
+def slurm_job_start_seconds(at: datetime.datetime) -> float | None:
+    """Seconds from the start of the SLURM job this process runs in (``SLURM_JOB_ID``, its
+    ``squeue`` start time, 1 s resolution, the node's local time) to ``at`` (local time);
+    None outside SLURM or where ``squeue`` cannot tell."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return None
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%S"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.split()
+        started = datetime.datetime.fromisoformat(out[0])
+    except (OSError, subprocess.SubprocessError, IndexError, ValueError):
+        return None
+    return round((at - started).total_seconds(), 1)
 
 
 class _NoPandas:

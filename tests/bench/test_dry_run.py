@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from robopipe.bench.dry_run import time_dry_run
+from robopipe.bench.dry_run import sbatch_calls, time_dry_run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,3 +26,11 @@ def test_a_failed_dry_run_says_why(make_v21, tmp_path):
     source = make_v21(episodes=2, min_length=10, max_length=12)
     with pytest.raises(RuntimeError, match="snakemake -n failed"):
         time_dry_run(REPO_ROOT, source, tmp_path, episodes_per_shard=None, target="no_such_rule")
+
+
+def test_a_rule_s_array_jobs_are_one_sbatch_per_array_limit():
+    printed = "\n".join(["rule shard:"] * 5 + ["rule meta:", "checkpoint plan:"])
+    printed += "\n[Sat] Group job convert_d (jobs in lexicogr. order):\n"
+    assert sbatch_calls(printed, {}) == 1 + 5 + 1 + 1
+    assert sbatch_calls(printed, {"slurm-array-jobs": "shard, meta"}) == 1 + 1 + 1 + 1
+    assert sbatch_calls(printed, {"slurm-array-jobs": "all", "slurm-array-limit": 2}) == 1 + 3 + 2

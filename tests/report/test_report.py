@@ -11,7 +11,12 @@ from PIL import Image
 
 from robopipe.errors import DatasetError
 from robopipe.report import FIGURES, build_dataset_report, merge_summaries
-from robopipe.report.tables import conversion_by_rule, load_benchmarks, load_scenarios
+from robopipe.report.tables import (
+    conversion_by_rule,
+    load_benchmarks,
+    load_job_rss,
+    load_scenarios,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -137,6 +142,20 @@ def test_benchmark_tsvs_per_job_and_per_rule():
     shard = per_rule.set_index("rule").loc["shard"]
     assert shard["jobs"] == 6
     assert shard["total_s"] == pytest.approx(jobs[jobs["rule"] == "shard"]["s"].sum())
+
+
+def test_a_slurm_run_s_job_starts_per_rule(tmp_path):
+    records = {"a": ("shard", 1.0, 20.0), "b": ("shard", 2.0, 30.0), "c": ("plan", 1.5, None)}
+    for job, (rule, startup, job_start) in records.items():
+        record = {"rule": rule, "own_mb": 1, "children_mb": 1, "peak_mb": 1}
+        record |= {"startup_s": startup, "job_start_s": job_start}
+        (tmp_path / f"{job}.log.rss.json").write_text(json.dumps(record))
+    job_rss = load_job_rss(sorted(tmp_path.glob("*.rss.json")))
+    jobs = pd.DataFrame({"rule": ["shard", "shard", "plan"], "s": [1.0, 1.0, 1.0]})
+    per_rule = conversion_by_rule(jobs.assign(max_rss=1.0), job_rss).set_index("rule")
+    shard = per_rule.loc["shard"]
+    assert shard["job_start_s"] == 25.0 and shard["startup_s"] == 1.5
+    assert pd.isna(per_rule.loc["plan", "job_start_s"])
 
 
 def test_many_shards_are_plotted_by_ordinal(tmp_path):

@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 # 8 episodes in 2 shards of 4; 1 data file and 1 file per camera: 9 jobs besides `all`.
 CONVERSION = {"episodes_per_shard": 4}
-# Convert as a large dataset: group jobs of shards, of aggregates, and meta-validate-publish.
+# Convert as a large dataset: no groups (the profile's job arrays take the shards and files).
 SPREAD = {"one_job_episodes": 0}
 
 
@@ -150,11 +150,7 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources_and_group(
             assert resources["mpi"] == ("srun" if nodes == "2" else "")
             assert (resources["cpus_per_task"], resources["gres"]) == ("1", "")
     if slurm:
-        assert {rule: groups[rule] for rule in convert_rules | {"publish"}} == {
-            "source_check": "checks", "plan": None, "shard": "shards",
-            "aggregate_data": "aggregates", "aggregate_video": "aggregates",
-            "meta": None, "validate": None, "publish": None,
-        }  # fmt: skip
+        assert {groups[rule] for rule in convert_rules | {"publish"}} == {None}
     else:
         assert {groups[rule] for rule in convert_rules | {"publish"}} == {"convert_ds"}
     assert groups["bench_scenario"] is None

@@ -13,11 +13,11 @@ def test_small_dataset_one_group_per_stage():
     assert slurm_group("robomimic_batch", "d", "robomimic", 1000, 1000) == "robomimic_d"
 
 
-def test_large_or_unknown_dataset_spreads():
+def test_large_or_unknown_dataset_runs_every_job_alone():
+    # each job its own SLURM job: the profile submits a rule's many jobs as one job array
     for episodes in (1001, None):
-        assert slurm_group("shard", "d", "source", episodes, 1000) == "shards"
-        assert slurm_group("aggregate_video", "d", "convert", episodes, 1000) == "aggregates"
-        assert slurm_group("aggregate_data", "d", "convert", episodes, 1000) == "aggregates"
+        for rule in ("source_check_part", "shard", "aggregate_video", "aggregate_data"):
+            assert slurm_group(rule, "d", "source", episodes, 1000) is None
         assert slurm_group("validate", "d", "convert", episodes, 1000) is None
         assert slurm_group("plan", "d", "convert", episodes, 1000) is None
 

@@ -54,6 +54,31 @@ def test_parse_time_plan_and_what_jobs_read(make_v21):
     assert datasets.conversion_benchmarks("d")[0].startswith("results/jobs/d/")
 
 
+def test_a_cluster_job_reads_the_written_plan_and_no_episode_metadata(
+    make_v21, tmp_path, monkeypatch
+):
+    root = make_v21(episodes=5)
+    written = make_plan(load_source(root, "d"), ConversionOptions(episodes_per_shard=1))
+    monkeypatch.chdir(tmp_path)
+    skipping = {"path": str(root), "conversion": {"skip_episodes": [1, 3]}}
+    before = Datasets(config_of(d={"path": str(root)}, s=skipping), in_job=True)
+    assert before.plan_layout("d") == ""  # the plan job's own start: no plan made
+    assert before.known_episodes("d") == 5 and before.known_episodes("s") == 3
+    assert before._parse_time_plan.cache_info().currsize == 0
+    (tmp_path / "results/d").mkdir(parents=True)
+    written.save(tmp_path / "results/d/plan.json")
+    local = Datasets(config_of(d={"path": str(root)}))
+    expected = local.shard_signatures("d", "shard-000000")
+    assert len(local.plan("d").shards) == 3  # made from the source: 2 episodes a shard
+    (root / "meta/episodes.jsonl").unlink()  # a job starts without the episodes' metadata
+    in_job = Datasets(config_of(d={"path": str(root)}), in_job=True)
+    plan = in_job.plan("d")
+    assert len(plan.shards) == 5 and plan.layout_digest() == written.layout_digest()
+    assert in_job.plan_layout("d") == written.layout_digest()
+    assert in_job.shard_signatures("d", "shard-000000") == local["d"].data_signatures([0])
+    assert local["d"].data_signatures([0, 1]) == expected
+
+
 def test_a_checkpoint_plan_is_read_from_the_plan_file(make_v21, tmp_path):
     plan_file = tmp_path / "plan.json"
     options = ConversionOptions(episodes_per_shard=2, compute_missing_stats=True)

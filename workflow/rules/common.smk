@@ -54,6 +54,7 @@ DATASETS = Datasets(
     config,
     checkpoint_plan=lambda name: checkpoints.plan.get(dataset=name).output.plan,
     refuse=stop,
+    in_job=workflow.remote_exec,
 )
 if DATASETS.problems:
     stop(DATASETS.problems)

@@ -34,7 +34,7 @@ def time_dry_run(
 
     Returns:
         ``{"wall_s": seconds, "jobs": {rule: count}}``, and with ``slurm`` ``"sbatch"``: the
-        calls the run would make (one per group job, one per job outside a group).
+        calls the run would make (:func:`sbatch_calls`).
 
     Raises:
         RuntimeError: ``snakemake -n`` failed (its output is quoted).
@@ -62,7 +62,22 @@ def time_dry_run(
     jobs = {rule: int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", result.stdout, re.M)}
     out = {"wall_s": wall_s, "jobs": jobs}
     if slurm:
-        out["sbatch"] = len(re.findall(r"\] Group job \S+ \(", result.stdout)) + len(
-            re.findall(r"^(?:rule|checkpoint) \w+:$", result.stdout, re.M)
-        )
+        profile = yaml.safe_load((workflow / SLURM_PROFILE / "config.yaml").read_text())
+        out["sbatch"] = sbatch_calls(result.stdout, profile)
     return out
+
+
+def sbatch_calls(dry_run: str, profile: dict) -> int:
+    """The ``sbatch`` calls of a SLURM dry run's printed jobs under a profile: one per group
+    job; for a rule of the profile's ``slurm-array-jobs``, one per ``slurm-array-limit``
+    (default 1000) of its jobs outside groups (snakemake-executor-plugin-slurm submits them as
+    one job array once they are all ready; a rule with one job is a plain job); one per other
+    job outside a group."""
+    arrays = {r.strip() for r in str(profile.get("slurm-array-jobs", "")).split(",") if r.strip()}
+    limit = int(profile.get("slurm-array-limit", 1000))
+    groups = len(re.findall(r"\] Group job \S+ \(", dry_run))
+    rules = re.findall(r"^(?:rule|checkpoint) (\w+):$", dry_run, re.M)
+    counts = {rule: rules.count(rule) for rule in set(rules)}
+    return groups + sum(
+        -(-n // limit) if rule in arrays or "all" in arrays else n for rule, n in counts.items()
+    )

@@ -34,7 +34,8 @@ def _bars(ax, labels, values, colour, fmt):
 def rules(jobs: pd.DataFrame, stem: str | Path, dataset: str, job_rss: pd.DataFrame | None = None):
     """Per conversion rule: summed wall time of its jobs (s), the largest job's peak RSS (MB):
     as the jobs measured it themselves (``job_rss``) where they did, else Snakemake's; and the
-    mean start-up of its jobs (s: process start to first work, from ``job_rss``)."""
+    mean start-up of its jobs (s: process start to first work, from ``job_rss``; in a SLURM
+    run, from each SLURM job's start, Snakemake's starts inside the job included)."""
     title = f"{dataset}: conversion time and memory per rule"
     if jobs.empty:
         return placeholder(stem, title, NO_BENCHMARKS)
@@ -46,8 +47,12 @@ def rules(jobs: pd.DataFrame, stem: str | Path, dataset: str, job_rss: pd.DataFr
     measured = per_rule["job_peak_rss_mb"].fillna(per_rule["max_rss_mb"])
     _bars(rss, labels, measured, _RSS, "{:,.0f}")
     rss.set_xlabel("peak RSS of the rule's largest job (its own or its largest child's), MB")
-    _bars(startup, labels, per_rule["startup_s"], _STARTUP, "{:,.2f}")
-    startup.set_xlabel("start-up per job (interpreter, imports), mean, s")
+    if per_rule["job_start_s"].notna().any():  # a SLURM run: from each SLURM job's start
+        _bars(startup, labels, per_rule["job_start_s"], _STARTUP, "{:,.1f}")
+        startup.set_xlabel("SLURM job start to first work, mean, s")
+    else:
+        _bars(startup, labels, per_rule["startup_s"], _STARTUP, "{:,.2f}")
+        startup.set_xlabel("start-up per job (interpreter, imports), mean, s")
     fig.suptitle(title)
     return save(fig, stem)
 

@@ -250,7 +250,8 @@ def load_job_rss(paths: Iterable[str | Path]) -> pd.DataFrame:
     """One row per job from the ``<log>.rss.json`` it wrote itself (``robopipe.jobs``): rule,
     job (the log's name), own_mb, children_mb (its largest child process), peak_mb (MiB),
     startup_s (seconds from the process's start to its first work: interpreter and imports;
-    NaN in files of jobs that did not record it). Unreadable files are skipped (a job killed
+    NaN in files of jobs that did not record it), job_start_s (seconds from its SLURM job's
+    start to its first work; NaN outside SLURM). Unreadable files are skipped (a job killed
     before writing it)."""
     rows = []
     for path in paths:
@@ -259,20 +260,23 @@ def load_job_rss(paths: Iterable[str | Path]) -> pd.DataFrame:
         except (OSError, json.JSONDecodeError):
             continue
         job = Path(path).name.removesuffix(".rss.json").removesuffix(".log")
-        values = {k: record.get(k, float("nan")) for k in JOB_RSS}
+        values = {k: record.get(k) for k in JOB_RSS}
+        values = {k: float("nan") if v is None else v for k, v in values.items()}
         rows.append({"rule": record["rule"], "job": job, **values})
     table = pd.DataFrame(rows, columns=["rule", "job", *JOB_RSS])
     return table.sort_values(["rule", "job"]).reset_index(drop=True)
 
 
-JOB_RSS = ("own_mb", "children_mb", "peak_mb", "startup_s")
+JOB_RSS = ("own_mb", "children_mb", "peak_mb", "startup_s", "job_start_s")
 
 
 def conversion_by_rule(jobs: pd.DataFrame, job_rss: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rule: jobs, total_s (sum of wall s), max_s (slowest job), max_rss_mb (largest job,
     Snakemake's sampler), job_peak_rss_mb (largest job as the jobs measure themselves: own or
     largest child process; NaN without ``job_rss``), startup_s (mean start-up of the rule's
-    jobs, from ``job_rss``: process start to first work; NaN without it).
+    jobs, from ``job_rss``: process start to first work; NaN without it), job_start_s (the
+    same from the SLURM job's start, Snakemake's starts inside the job included; NaN outside
+    SLURM).
 
     Rules appear in pipeline order when known (check, plan, shard, aggregate, meta, validate,
     publish).
@@ -285,9 +289,10 @@ def conversion_by_rule(jobs: pd.DataFrame, job_rss: pd.DataFrame | None = None) 
     )
     by_rule = job_rss.groupby("rule") if job_rss is not None else None
     peaks = by_rule["peak_mb"].max() if by_rule is not None else pd.Series()
-    startups = by_rule["startup_s"].mean() if by_rule is not None else pd.Series()
     grouped["job_peak_rss_mb"] = [peaks.get(rule, float("nan")) for rule in grouped.index]
-    grouped["startup_s"] = [startups.get(rule, float("nan")) for rule in grouped.index]
+    for column in ("startup_s", "job_start_s"):
+        means = by_rule[column].mean() if by_rule is not None else pd.Series()
+        grouped[column] = [means.get(rule, float("nan")) for rule in grouped.index]
     order = sorted(grouped.index, key=_rule_rank)
     return grouped.loc[order].reset_index()
 

@@ -15,7 +15,12 @@ import os
 from collections.abc import Iterable
 
 from robopipe.errors import DatasetError
-from robopipe.formats.v21_reader import V21_META_FILES, V21Source, load_source
+from robopipe.formats.v21_reader import (
+    V21_META_FILES,
+    V21Source,
+    load_source,
+    normalise_template,
+)
 from robopipe.layout import V21_EPISODES_PATH, V21_EPISODES_STATS_PATH, V21_INFO_PATH
 from robopipe.sources.base import ConvertedSource, Local, digest, tree_digest
 
@@ -120,10 +125,13 @@ class LocalV21(Local, ConvertedSource):
     def paths(self, episodes: Iterable[int], key: str | None = None) -> list[str]:
         """The parquet (``key`` None) or camera ``key``'s mp4 of each of the source
         ``episodes``: :meth:`V21Source.data_file`'s and ``video_file``'s paths as text, made
-        without pathlib (4 us a path, for the params of every job at parse time)."""
-        source = self.v21
-        root, per_chunk = str(source.root), source.chunks_size
-        template = source.info["data_path" if key is None else "video_path"]
+        without pathlib (4 us a path, for the params of every job at parse time). Only
+        ``info.json`` is read (a cluster job starts without reading ``episodes.jsonl``)."""
+        info = self.info
+        root, per_chunk = self.folder.rstrip("/"), int(info["chunks_size"])
+        template = info["data_path" if key is None else "video_path"]
+        if self.options.template_placeholders:
+            template = normalise_template(template)
         return [
             f"{root}/"
             + template.format(episode_chunk=e // per_chunk, episode_index=e, video_key=key)

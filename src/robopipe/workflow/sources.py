@@ -9,13 +9,14 @@ plan is read back from the ``plan`` checkpoint.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 
 from robopipe.checks.report import write_report
 from robopipe.checks.v21 import check_source
 from robopipe.conversion.plan import Plan, load_plan, make_plan
 from robopipe.errors import DatasetError
-from robopipe.layout import LOG_FILE
+from robopipe.layout import LOG_FILE, PLAN_FILE
 from robopipe.sources import Source, open_source
 from robopipe.workflow import targets
 
@@ -52,6 +53,8 @@ class Datasets:
             (in the rules: ``checkpoints.plan.get(dataset=name).output.plan``).
         refuse: what a source that cannot be planned does with its lines (the rules: print
             them and stop; default: raise :class:`UnplannableSource`).
+        in_job: whether this Snakemake runs one job of a run (a cluster job: remote mode),
+            which reads a parse-time plan back from the plan job's output (:meth:`plan`).
 
     A source whose version cannot be read (a remote info.json) is left out of the sources and
     named in :attr:`problems`, one ``robopipe: ...`` line each. Parse-time plans are made once;
@@ -64,6 +67,7 @@ class Datasets:
         config: dict,
         checkpoint_plan: Callable[[str], str] | None = None,
         refuse: Callable[[list[str]], None] = _raise,
+        in_job: bool = False,
     ):
         self.config = config
         self.sources: dict[str, Source] = {}
@@ -75,8 +79,10 @@ class Datasets:
                 self.problems.append(f"robopipe: {exc}")
         self._checkpoint_plan = checkpoint_plan
         self._refuse = refuse
+        self._in_job = in_job
         # per instance, not per class: functools.cache on methods would outlive the config
         self._parse_time_plan = functools.cache(self._make_parse_time_plan)
+        self._written_plan = functools.cache(load_plan)
         self._video_file_episodes = functools.cache(self._video_ranges)
 
     def __getitem__(self, name: str) -> Source:
@@ -90,7 +96,11 @@ class Datasets:
     def plan(self, name: str) -> Plan:
         """The conversion plan of a converted dataset: made here for a source planned at
         parse time (metadata, parquet footers and file sizes), else read from the ``plan``
-        checkpoint's output.
+        checkpoint's output. Inside a cluster job (``in_job``, Snakemake's remote mode) the
+        parse-time plan is the plan job's output where it exists (a few numbers per episode,
+        no source file opened), so that a job starts in about the same time whatever the
+        episode count (a job's params, the ``plan`` job's layout digest among them, only go to
+        the job's metadata record, which the main Snakemake writes again once the job ends).
 
         A source that cannot be planned is checked: the report of every problem goes to
         :data:`REFUSAL_REPORT` (as the check job writes it), and the source is refused
@@ -99,6 +109,13 @@ class Datasets:
         """
         if not self[name].parse_time_plan:
             return load_plan(self._checkpoint_plan(name))
+        if self._in_job and not self._before_written_plan(name):
+            return self._written_plan(PLAN_FILE.format(dataset=name))
+        return self._source_plan(name)
+
+    def _source_plan(self, name: str) -> Plan:
+        """The parse-time plan made from the source's files (once); a source that cannot be
+        planned is refused (:meth:`plan`)."""
         try:
             return self._parse_time_plan(name)
         except UnplannableSource as exc:
@@ -125,15 +142,25 @@ class Datasets:
         plan's, else what the config or a v3.0 source's info.json tells (Source.
         known_episodes)."""
         source = self[name]
-        if source.parse_time_plan:
-            return len(self.plan(name).episodes)
-        return source.known_episodes()
+        if not source.parse_time_plan:
+            return source.known_episodes()
+        if self._before_written_plan(name):  # the plan keeps every episode it does not skip
+            return source.info["total_episodes"] - len(set(source.options.skip_episodes))
+        return len(self.plan(name).episodes)
+
+    def _before_written_plan(self, name: str) -> bool:
+        """Whether this is a cluster job (``in_job``) that runs before the plan job has written
+        the plan (a source check part, the check, the plan itself), which reads no episode."""
+        return self._in_job and not os.path.exists(PLAN_FILE.format(dataset=name))
 
     def plan_layout(self, name: str) -> str:
         """params of plan: a digest of what the parse-time plan decided (episodes, files,
         shards), so that a source change that moves an episode replans; ``""`` for a source
-        the plan job plans alone."""
-        return self.plan(name).layout_digest() if self[name].parse_time_plan else ""
+        the plan job plans alone, and in a cluster job before the plan is written (the
+        value only goes to the job's metadata record, which the main Snakemake writes again)."""
+        if not self[name].parse_time_plan or self._before_written_plan(name):
+            return ""
+        return self.plan(name).layout_digest()
 
     def shard_signatures(self, name: str, shard: str) -> str:
         """params of shard: Source.data_signatures of the shard's episodes (a digest: Snakemake
