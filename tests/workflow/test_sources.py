@@ -57,7 +57,7 @@ def test_parse_time_plan_and_what_jobs_read(make_v21):
 def test_a_cluster_job_reads_the_written_plan_and_no_episode_metadata(
     make_v21, tmp_path, monkeypatch
 ):
-    root = make_v21(episodes=5)
+    root = shutil.copytree(make_v21(episodes=5), tmp_path / "d")  # its metadata goes below
     written = make_plan(load_source(root, "d"), ConversionOptions(episodes_per_shard=1))
     monkeypatch.chdir(tmp_path)
     skipping = {"path": str(root), "conversion": {"skip_episodes": [1, 3]}}
