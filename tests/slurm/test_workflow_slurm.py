@@ -150,7 +150,8 @@ def test_dry_run_with_the_slurm_profile_shows_each_jobs_resources_and_group(
             assert resources["mpi"] == ("srun" if nodes == "2" else "")
             assert (resources["cpus_per_task"], resources["gres"]) == ("1", "")
     if slurm:
-        assert {groups[rule] for rule in convert_rules | {"publish"}} == {None}
+        assert {groups[rule] for rule in convert_rules - {"validate"}} == {None}
+        assert groups["validate"] == groups["publish"] == "publish_ds"
     else:
         assert {groups[rule] for rule in convert_rules | {"publish"}} == {"convert_ds"}
     assert groups["bench_scenario"] is None

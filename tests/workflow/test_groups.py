@@ -18,8 +18,12 @@ def test_large_or_unknown_dataset_runs_every_job_alone():
     for episodes in (1001, None):
         for rule in ("source_check_part", "shard", "aggregate_video", "aggregate_data"):
             assert slurm_group(rule, "d", "source", episodes, 1000) is None
-        assert slurm_group("validate", "d", "convert", episodes, 1000) is None
+        assert slurm_group("meta", "d", "convert", episodes, 1000) is None
         assert slurm_group("plan", "d", "convert", episodes, 1000) is None
+        # but validate and publish, one after the other, are one SLURM job
+        assert slurm_group("validate", "d", "convert", episodes, 1000) == "publish_d"
+        assert slurm_group("publish", "d", "convert", episodes, 1000) == "publish_d"
+        assert slurm_group("publish", "d", "source", episodes, 1000) is None
 
 
 def test_jobs_a_checkpoint_replaces_run_alone():

@@ -5,9 +5,9 @@ once per group job, but the jobs of a group job run one after the other, each st
 Snakemake of its own (docs/cluster.md measured it). A small dataset's jobs form one group job
 per stage, where that series is short; a stage ends at a checkpoint whose result the next
 stage's jobs need (``robomimic_plan``: the batches; ``plan``, for a source made by a rule: the
-shards). A large dataset's jobs are not grouped: the SLURM profile submits the many jobs of
-one rule (source check parts, shards, final files) as one job array, whose elements run side
-by side on the cluster's nodes.
+shards). A large dataset's jobs are not grouped but for its last two (validate, publish): the
+SLURM profile submits the many jobs of one rule (source check parts, shards, final files) as
+one job array, whose elements run side by side on the cluster's nodes.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ ONE_JOB_EPISODES = 1000
 # run, and a group holding the replaced job fails the dry run (KeyError in
 # DAG.update_ready, Snakemake 9.x), so each of these runs as a job of its own
 AFTER_CHECKPOINT = ("meta", "validate", "publish", "robomimic_v21")
+# the last two jobs of a large dataset, one SLURM job: publish is a rename, which would cost a
+# job start of its own (10-20 s: docs/cluster.md); they run one after the other on one CPU
+PUBLISH_GROUP = ("validate", "publish")
 
 
 def slurm_group(
@@ -50,12 +53,13 @@ def slurm_group(
     Returns:
         ``<stage>_<dataset>`` for a small dataset (stage ``source``, ``robomimic`` or
         ``convert``), but None for the rules of :data:`AFTER_CHECKPOINT` of a source planned
-        by the checkpoint; None (a SLURM job, or job array element, of its own) for a larger
-        one, or one of unknown size.
+        by the checkpoint; for a larger one, or one of unknown size, ``publish_<dataset>``
+        for the rules of :data:`PUBLISH_GROUP` (where not after the checkpoint), else None (a
+        SLURM job, or job array element, of its own).
     """
-    if episodes is None or episodes > one_job_episodes:
-        return None
     if plan_stage != "convert" and rule in AFTER_CHECKPOINT:
         return None
+    if episodes is None or episodes > one_job_episodes:
+        return f"publish_{dataset}" if rule in PUBLISH_GROUP else None
     stage = plan_stage if rule == "plan" else SMALL_DATASET_STAGES.get(rule, "convert")
     return f"{stage}_{dataset}"

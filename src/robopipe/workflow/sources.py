@@ -144,7 +144,7 @@ class Datasets:
         source = self[name]
         if not source.parse_time_plan:
             return source.known_episodes()
-        if self._before_written_plan(name):  # the plan keeps every episode it does not skip
+        if self._in_job:  # the plan keeps every episode it does not skip
             return source.info["total_episodes"] - len(set(source.options.skip_episodes))
         return len(self.plan(name).episodes)
 
@@ -153,12 +153,20 @@ class Datasets:
         the plan (a source check part, the check, the plan itself), which reads no episode."""
         return self._in_job and not os.path.exists(PLAN_FILE.format(dataset=name))
 
+    def _signs(self, name: str) -> bool:
+        """Whether the rerun-trigger params (:meth:`plan_layout`, :meth:`shard_signatures`,
+        :meth:`video_signatures`) are computed: for a source planned at parse time, and not
+        inside a cluster job (Snakemake's remote mode). There no script reads them and no
+        rerun is decided: the main Snakemake records a job's params when the job ends. So a
+        job's own Snakemake reads neither the plan nor a source file for them, and starts in
+        about the same time whatever the episode count (docs/cluster.md)."""
+        return self[name].parse_time_plan and not self._in_job
+
     def plan_layout(self, name: str) -> str:
         """params of plan: a digest of what the parse-time plan decided (episodes, files,
         shards), so that a source change that moves an episode replans; ``""`` for a source
-        the plan job plans alone, and in a cluster job before the plan is written (the
-        value only goes to the job's metadata record, which the main Snakemake writes again)."""
-        if not self[name].parse_time_plan or self._before_written_plan(name):
+        the plan job plans alone, and in a cluster job (see :meth:`_signs`)."""
+        if not self._signs(name):
             return ""
         return self.plan(name).layout_digest()
 
@@ -167,7 +175,7 @@ class Datasets:
         holds every job's params for the whole run); ``""`` for a source planned by the plan
         job (its files are fetched or made by jobs)."""
         source = self[name]
-        if not source.parse_time_plan:
+        if not self._signs(name):
             return ""
         episodes = self.plan(name).shard_episodes(shard)
         return source.data_signatures(e.source_episode_index for e in episodes)
@@ -181,7 +189,7 @@ class Datasets:
             KeyError: the parse-time plan has no such video file.
         """
         source = self[name]
-        if not source.parse_time_plan:
+        if not self._signs(name):
             return ""
         return source.video_signatures(self.source_videos(name, key, chunk, file), key)
 
