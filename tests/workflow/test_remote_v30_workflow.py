@@ -140,9 +140,10 @@ def test_episodes_leave_a_faulty_episode_out(v30, hub, tmp_path, run_snakemake, 
 
 
 @pytest.mark.skipif(servers.nginx_binary() is None, reason="nginx is not installed")
-def test_the_check_job_retries_within_the_datasets_budget(v30, tmp_path, run_snakemake):
+def test_the_check_job_retries_within_the_datasets_budget(v30, tmp_path, run_snakemake, file_tree):
     # half the requests faulted (each kind that ends at once); the DAG's one read of
-    # info.json retries within the default budget, the check job within the dataset's
+    # info.json retries within the default budget, the check and local_copy jobs within the
+    # dataset's
     faults = Faults(0.5, ("429", "503", "reset", "truncate"), retry_after_s=0, seed=1)
     with (
         servers.serve_nginx(v30.parent) as server,
@@ -152,7 +153,8 @@ def test_the_check_job_retries_within_the_datasets_budget(v30, tmp_path, run_sna
         config = {"datasets": {"ds": entry}}
         one = run_snakemake(tmp_path / "one", config, "--cores", "1", "check", check=False)
         entry["conversion"] = {"retry_attempts": 30, "retry_seconds": 60}
-        run_snakemake(tmp_path / "many", config, "--cores", "1", "check")
+        copy = "results/ds/local_copy"
+        run_snakemake(tmp_path / "many", config, "--cores", "1", f"{copy}/meta/info.json")
         injected = {k: v for k, v in proxy.totals().items() if k.startswith("faults_") and v}
     assert one.returncode != 0
     gave_up = [line for line in one.stderr.splitlines() if "gave up after" in line]
@@ -162,4 +164,5 @@ def test_the_check_job_retries_within_the_datasets_budget(v30, tmp_path, run_sna
     assert "gave up after 1 attempts" in line and "(budget 1 attempts, 120 s)" in line
     assert "bug" not in line
     assert json.loads((tmp_path / "many/results/ds/check.json").read_text())["ok"]
+    assert file_tree(tmp_path / "many" / copy) == file_tree(v30)
     assert len(injected) == 4, injected
