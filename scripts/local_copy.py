@@ -1,11 +1,13 @@
 """Snakemake script of rule ``local_copy``: fetch a remote v3.0 dataset into
-results/{dataset}/local_copy, check it, move it into place (robopipe.local_copy)."""
+results/{dataset}/local_copy, check it, move it into place (robopipe.local_copy); every remote
+read retried within the dataset's retry budget."""
 
 import json
 from pathlib import Path
 
 from robopipe.jobs import logged
 from robopipe.local_copy import make_local_copy
+from robopipe.retry import RetryBudget
 
 with logged(snakemake) as log:
     report = make_local_copy(
@@ -17,6 +19,7 @@ with logged(snakemake) as log:
         skip_episodes=snakemake.params.skip_episodes,
         episodes=snakemake.params.episodes,
         doctor_python=snakemake.params.peer_python,
+        retry_budget=RetryBudget.from_config(snakemake.params.retry),
         # the files the remote check read: all there is where the server lists nothing
         known=json.loads(Path(snakemake.input[0]).read_text())["files"],
     )

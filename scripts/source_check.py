@@ -1,9 +1,11 @@
 """Snakemake job: check the whole source of one dataset (results/{dataset}/check.json): a
 v2.1 source before it is converted (a large one's episodes checked by source_check_part
 jobs, merged here with the metadata's checks), a v3.0 one (a local folder, or any fsspec
-URL, read by range requests) before any loader reads it. A local v3.0 folder is also given to
-lerobot-lance-doctor where the peer environment exists; its verdict is check.json's
-``doctor``, and a flag fails the check (a note where episodes are left out).
+URL, read by range requests, each read and listing retried within the dataset's
+``retry_attempts``, ``retry_seconds`` and ``read_timeout_s``) before any loader reads it. A
+local v3.0 folder is also given to lerobot-lance-doctor where the peer environment exists; its
+verdict is check.json's ``doctor``, and a flag fails the check (a note where episodes are left
+out).
 
 Every problem goes to the log, one line each, and the full report to check.json; with
 problems the job fails, Snakemake removes check.json, and the report stays in the log folder
@@ -38,6 +40,7 @@ with logged(snakemake, pandas=False) as log:
             previous=read_report(files),
             doctor=True,
             doctor_python=snakemake.params.peer_python,
+            retry_budget=options.retry_budget,
         )
         doctor = report.doctor or {}
         log.info("lerobot-lance-doctor: %s", doctor.get("skipped") or doctor.get("passed"))

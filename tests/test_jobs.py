@@ -68,15 +68,18 @@ import sys
 from types import SimpleNamespace
 from robopipe.errors import DatasetError
 from robopipe.jobs import logged
+from robopipe.retry import RemoteReadError
 job = SimpleNamespace(log=[sys.argv[1]], rule="validate", wildcards=SimpleNamespace(dataset="ds"))
 with logged(job):
     if sys.argv[2] == "bad input":
         raise DatasetError("ds", "timestamps are off", episode=3, file="data/x.parquet")
+    if sys.argv[2] == "network":
+        raise RemoteReadError("http://h/f: gave up after 3 attempts in 1.0 s")
     {}["timestamp"]
 """
 
 
-@pytest.mark.parametrize("failure", ["bad input", "bug"])
+@pytest.mark.parametrize("failure", ["bad input", "network", "bug"])
 def test_a_failing_job_says_one_line_and_no_traceback(tmp_path, failure):
     log = tmp_path / "job.log"
     done = subprocess.run(
@@ -89,6 +92,10 @@ def test_a_failing_job_says_one_line_and_no_traceback(tmp_path, failure):
     if failure == "bad input":
         assert lines[0].endswith(
             "robopipe: dataset 'ds': episode 3: file data/x.parquet: timestamps are off"
+        )
+    elif failure == "network":
+        assert lines[0].endswith(
+            "robopipe: dataset 'ds': job validate: http://h/f: gave up after 3 attempts in 1.0 s"
         )
     else:
         assert "robopipe: dataset 'ds': job validate failed: KeyError: 'timestamp'" in lines[0]

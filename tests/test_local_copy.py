@@ -1,6 +1,7 @@
 """The local copy of a remote v3.0 dataset: fetched whole over plain http (nginx lists no
 folders: the files the check read are fetched), checked, moved into place; a rerun after an
-interruption fetches only what it lacks; a copy that fails the check is not moved in."""
+interruption fetches only what it lacks; a copy that fails the check is not moved in; faults
+on the way are retried (robopipe.retry), and give up after the budget's attempts."""
 
 import re
 import shutil
@@ -8,11 +9,13 @@ import shutil
 import pytest
 
 from robopipe.bench import servers
+from robopipe.bench.latency import Faults, delaying_proxy
 from robopipe.bench.servers import serve_nginx
 from robopipe.checks.v30 import check_v30
 from robopipe.conversion.serial import convert_dataset
 from robopipe.errors import DatasetError
-from robopipe.local_copy import make_local_copy
+from robopipe.local_copy import make_local_copy, remote_files
+from robopipe.retry import RemoteReadError, RetryBudget, retries
 
 pytestmark = pytest.mark.skipif(servers.nginx_binary() is None, reason="nginx is not installed")
 
@@ -56,3 +59,33 @@ def test_a_copy_that_fails_the_check_is_not_moved_in(v30, tmp_path):
         make_local_copy(f"{server.url}/ds", "ds", tmp_path / "copy", known=known)
     assert not (tmp_path / "copy").exists()
     assert (tmp_path / ".copy.download" / victim.relative_to(served)).is_file()  # kept
+
+
+def test_a_copy_through_faults_is_complete_and_checked(v30, tmp_path, file_tree):
+    known = check_v30(v30, "ds").files
+    budget = RetryBudget(attempts=30, seconds=60, read_timeout_s=0.5)
+    faults = Faults(0.5, stall_s=1.5, retry_after_s=0, seed=1)  # every kind
+    with serve_nginx(v30.parent) as server:
+        with delaying_proxy(server.url, 0, faults) as proxy:
+            url = f"{proxy.url}/ds"
+            before = retries()
+            report = make_local_copy(url, "ds", tmp_path / "copy", known=known, retry_budget=budget)
+            retried = retries() - before
+            injected = {k: v for k, v in proxy.totals().items() if k.startswith("faults_") and v}
+        with delaying_proxy(server.url) as counting:
+            remote_files(f"{counting.url}/ds", known=known)
+            listing = counting.totals()["requests"]
+        # every request after the listing and the sizes fails: the first download gives up
+        with (
+            delaying_proxy(server.url, 0, Faults(1.0, ("503",), start_after=listing)) as failing,
+            pytest.raises(RemoteReadError) as caught,
+        ):
+            copy = tmp_path / "given_up"
+            one = RetryBudget(attempts=1)
+            make_local_copy(f"{failing.url}/ds", "ds", copy, known=known, retry_budget=one)
+    assert report.ok and file_tree(tmp_path / "copy") == file_tree(v30)
+    # some faults end inside fsspec (a HEAD retried as a GET, nginx's missing listing)
+    assert len(injected) == 5 and retried > 0, (injected, retried)
+    line = str(caught.value)
+    assert "\n" not in line and line.startswith(f"{failing.url}/ds/")
+    assert "gave up after 1 attempts" in line and "ClientResponseError: 503" in line

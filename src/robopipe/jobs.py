@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from robopipe.errors import DatasetError
+from robopipe.retry import RemoteReadError
 
 
 @contextlib.contextmanager
@@ -22,6 +23,9 @@ def logged(snakemake, *, pandas: bool = True) -> Iterator[logging.Logger]:
 
     On bad input the job prints ``robopipe: <message>`` to stderr and its log and exits
     with status 1, so Snakemake reports the dataset, episode and file instead of a traceback.
+    A remote read that failed on every attempt of its retry budget
+    (:class:`robopipe.retry.RemoteReadError`) is one line too, ``robopipe: dataset '<name>':
+    job <rule>: <URL>: gave up after ...``, with status 1.
     Any other exception (a robopipe bug, or bad input no check foresaw) is one line too,
     ``robopipe: dataset '<name>': job <rule> failed: <type>: <message>; ...``, naming the
     log file, which alone gets the traceback; the job exits with status 1.
@@ -59,9 +63,12 @@ def logged(snakemake, *, pandas: bool = True) -> Iterator[logging.Logger]:
     except DatasetError as exc:
         logger.error("robopipe: %s", exc)
         sys.exit(1)
+    except RemoteReadError as exc:  # a server that kept failing: neither a bug nor bad data
+        what = " ".join(str(exc).split())  # one line (a DataLoader worker's adds a traceback)
+        logger.error("robopipe: %sjob %s: %s", _where(snakemake), snakemake.rule, what)
+        sys.exit(1)
     except Exception as exc:
-        dataset = getattr(getattr(snakemake, "wildcards", None), "dataset", None)
-        where = f"dataset {dataset!r}: " if dataset else ""
+        where = _where(snakemake)
         what = " ".join(f"{type(exc).__name__}: {exc}".split())  # one line
         logger.error(
             "robopipe: %sjob %s failed: %s; this is a robopipe bug or input no check "
@@ -82,6 +89,12 @@ def logged(snakemake, *, pandas: bool = True) -> Iterator[logging.Logger]:
             record = {"rule": snakemake.rule, **peak_rss(), "startup_s": startup}
             record["job_start_s"] = slurm_job_start_seconds(first_work)
             log_path.with_name(log_path.name + RSS_SUFFIX).write_text(json.dumps(record))
+
+
+def _where(snakemake) -> str:
+    """``dataset '<name>': `` for a job of one dataset, else ``""``."""
+    dataset = getattr(getattr(snakemake, "wildcards", None), "dataset", None)
+    return f"dataset {dataset!r}: " if dataset else ""
 
 
 RSS_SUFFIX = ".rss.json"

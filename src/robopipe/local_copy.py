@@ -5,11 +5,14 @@ for the jobs that need local files (a ``local`` benchmark scenario, a training c
 The files go into a staging folder next to the copy, each file under a ``.part`` name renamed
 when complete; a killed run leaves the staging folder, and the next run fetches only what it
 lacks (a file of the remote size is kept). The copy is checked (``check_v30``) before the
-staging folder is renamed into place, so the copy exists only complete and checked.
+staging folder is renamed into place, so the copy exists only complete and checked. The listing,
+each file's size and each download (a file shorter than its size included) are retried after
+transient faults within a :class:`robopipe.retry.RetryBudget`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 from collections.abc import Iterable
@@ -18,30 +21,38 @@ from pathlib import Path
 from robopipe.checks.report import CheckReport
 from robopipe.checks.v30 import check_v30
 from robopipe.errors import DatasetError
-from robopipe.formats.v30_reader import open_url
+from robopipe.formats.v30_reader import file_size, open_url
+from robopipe.retry import DEFAULT_BUDGET, RemoteReadError, RetryBudget, ShortBody, call
 
 
 def remote_files(
-    url: str, storage_options: dict | None = None, known: Iterable[str] = ()
+    url: str,
+    storage_options: dict | None = None,
+    known: Iterable[str] = (),
+    retry_budget: RetryBudget = DEFAULT_BUDGET,
 ) -> dict[str, int]:
     """Every file under the dataset root ``url``: ``{relative path: size in bytes}``, sorted:
     those a listing finds, and ``known`` (relative paths, e.g. those the check read), which
-    is all there is where the server lists nothing (plain http).
+    is all there is where the server lists nothing (plain http). The listing and each size
+    are retried within ``retry_budget``.
 
     Raises:
         DatasetError: the root cannot be listed, a known file is missing, or no file is found.
+        robopipe.retry.RemoteReadError: the listing or a size failed on every attempt.
     """
-    fs, root = open_url(url, storage_options)
+    fs, root = open_url(url, storage_options, retry_budget)
     base = fs._strip_protocol(root)
     try:
-        found = fs.find(root, detail=True)
+        found = call(lambda: fs.find(root, detail=True), url, retry_budget)
         files = {
             fs._strip_protocol(path)[len(base) + 1 :]: int(info["size"])
             for path, info in found.items()
             if info.get("type") != "directory"
         }
         for rel in set(known) - set(files):
-            files[rel] = int(fs.info(f"{root}/{rel}")["size"])
+            files[rel] = file_size(fs, f"{root}/{rel}", retry_budget)
+    except RemoteReadError:
+        raise  # transient faults beyond the budget say nothing of the dataset
     except OSError as exc:  # FileNotFoundError included
         raise DatasetError(url, f"cannot list the dataset ({exc})") from exc
     if not files:
@@ -60,6 +71,7 @@ def make_local_copy(
     episodes: Iterable[int] | None = None,
     known: Iterable[str] = (),
     doctor_python: str | None = None,
+    retry_budget: RetryBudget = DEFAULT_BUDGET,
 ) -> CheckReport:
     """Fetch the v3.0 dataset at ``url`` into the folder ``dest`` (which must not exist),
     check it, and move it into place.
@@ -73,6 +85,7 @@ def make_local_copy(
         known: files to fetch besides those a listing finds (:func:`remote_files`).
         doctor_python: the peer interpreter whose ``lerobot-lance-doctor`` also judges the
             copy (``check_v30(doctor=True)``; None: the verdict says it was skipped).
+        retry_budget: how long the listing, each size and each download is retried.
 
     Returns:
         The local copy's check report (ok).
@@ -80,17 +93,20 @@ def make_local_copy(
     Raises:
         DatasetError: the root cannot be listed, or the local copy fails the check (the
             staging folder is kept: the fetched files are not fetched again).
+        robopipe.retry.RemoteReadError: the listing, a size or a download failed on every
+            attempt of ``retry_budget`` (one line: the URL and the last error).
     """
     dest = Path(dest)
     staging = dest.with_name(f".{dest.name}.download")
-    fs, root = open_url(url, storage_options)
-    for rel, size in remote_files(url, storage_options, known).items():
+    fs, root = open_url(url, storage_options, retry_budget)
+    for rel, size in remote_files(url, storage_options, known, retry_budget).items():
         target = staging / rel
         if target.is_file() and target.stat().st_size == size:
             continue  # fetched by an earlier, interrupted run
         target.parent.mkdir(parents=True, exist_ok=True)
         part = target.with_name(target.name + ".part")
-        fs.get_file(f"{root}/{rel}", str(part))
+        source = f"{root}/{rel}"
+        call(functools.partial(_download, fs, source, part, size), source, retry_budget)
         os.replace(part, target)
     check = {} if tolerance_s is None else {"tolerance_s": tolerance_s}
     report = check_v30(
@@ -108,3 +124,15 @@ def make_local_copy(
         shutil.rmtree(dest)
     os.replace(staging, dest)
     return report
+
+
+def _download(fs, source: str, part: Path, size: int) -> None:
+    """One attempt: ``source`` into ``part`` (rewritten whole).
+
+    Raises:
+        robopipe.retry.ShortBody: ``part`` is not ``size`` bytes long.
+    """
+    fs.get_file(source, str(part))
+    got = part.stat().st_size
+    if got != size:
+        raise ShortBody(source, 0, size, got)

@@ -1,7 +1,8 @@
 """A remote v3.0 dataset as a pipeline input, from config alone: served by the Hub stand-in,
 named by `url:` or `repo_id` + `revision`, checked where it is by range reads, benchmarked
 at its URL, reported; copied locally only for a `local` scenario; a fault in the served
-files stops every loader; `episodes:` leaves the other episodes out."""
+files stops every loader; `episodes:` leaves the other episodes out; the check job retries
+within the dataset's retry budget."""
 
 import contextlib
 import json
@@ -11,7 +12,9 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
+from robopipe.bench import servers
 from robopipe.bench.hub_standin import serve_hub
+from robopipe.bench.latency import Faults, delaying_proxy
 
 pytestmark = pytest.mark.slow
 
@@ -134,3 +137,32 @@ def test_episodes_leave_a_faulty_episode_out(v30, hub, tmp_path, run_snakemake, 
     entry["episodes"] = list(range(last + 1))
     result = run_snakemake(tmp_path / "all", config, "--cores", "2", "bench", env=env, check=False)
     assert result.returncode != 0 and f"episode {last}" in result.stdout + result.stderr
+
+
+@pytest.mark.skipif(servers.nginx_binary() is None, reason="nginx is not installed")
+def test_the_check_job_retries_within_the_datasets_budget(v30, tmp_path, run_snakemake, file_tree):
+    # half the requests faulted (each kind that ends at once); the DAG's one read of
+    # info.json retries within the default budget, the check and local_copy jobs within the
+    # dataset's
+    faults = Faults(0.5, ("429", "503", "reset", "truncate"), retry_after_s=0, seed=1)
+    with (
+        servers.serve_nginx(v30.parent) as server,
+        delaying_proxy(server.url, 0, faults) as proxy,
+    ):
+        entry = {"url": f"{proxy.url}/ds", "conversion": {"retry_attempts": 1}}
+        config = {"datasets": {"ds": entry}}
+        one = run_snakemake(tmp_path / "one", config, "--cores", "1", "check", check=False)
+        entry["conversion"] = {"retry_attempts": 30, "retry_seconds": 60}
+        copy = "results/ds/local_copy"
+        run_snakemake(tmp_path / "many", config, "--cores", "1", f"{copy}/meta/info.json")
+        injected = {k: v for k, v in proxy.totals().items() if k.startswith("faults_") and v}
+    assert one.returncode != 0
+    gave_up = [line for line in one.stderr.splitlines() if "gave up after" in line]
+    assert gave_up, one.stderr
+    line = gave_up[0]  # one line: a file of the dataset, its one attempt, the last error
+    assert f"robopipe: dataset 'ds': job source_check: {proxy.url}/ds" in line
+    assert "gave up after 1 attempts" in line and "(budget 1 attempts, 120 s)" in line
+    assert "bug" not in line
+    assert json.loads((tmp_path / "many/results/ds/check.json").read_text())["ok"]
+    assert file_tree(tmp_path / "many" / copy) == file_tree(v30)
+    assert len(injected) == 4, injected

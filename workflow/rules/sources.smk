@@ -50,6 +50,7 @@ rule local_copy:
         tolerance_s=lambda w: DATASETS[w.dataset].options.tolerance_s,
         skip_episodes=lambda w: DATASETS[w.dataset].options.skip_episodes,
         episodes=lambda w: DATASETS[w.dataset].read_episodes(),
+        retry=lambda w: DATASETS[w.dataset].options.retry_budget.to_config(),
         peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's
     script:
         "../../scripts/local_copy.py"

@@ -34,7 +34,9 @@ data parquet no episode names: lerobot reads every ``data/*/*.parquet``, so it s
 
 The dataset is read through fsspec, so a remote one (``hf://``, ``s3://``, ``https://``) is
 checked the same way without downloading whole files: the metadata files, then range reads of
-the parquet footers and small columns, and of the mp4 headers and last GOPs.
+the parquet footers and small columns, and of the mp4 headers and last GOPs. Every remote read,
+listing (``glob``, ``find``) and existence test is retried after transient faults within the
+``retry_budget`` (:mod:`robopipe.retry`).
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ from robopipe.layout import (
     episodes_path,
     next_chunk_file,
 )
-from robopipe.retry import DEFAULT_BUDGET, RetryBudget, call
+from robopipe.retry import DEFAULT_BUDGET, RemoteReadError, RetryBudget, call
 
 # The info.json fields lerobot 0.6.1's DatasetInfo needs (the others have defaults).
 OPTIONAL_INFO_FIELDS = (
@@ -142,12 +144,17 @@ def check_v30(
             (:func:`robopipe.checks.doctor.doctor_opinion`: a local folder only; its flag
             is a problem, or a note where episodes are left out); the verdict is the
             report's ``doctor``.
-        retry_budget: how long each remote read is retried (``robopipe.retry``).
+        retry_budget: how long each remote read, listing and existence test is retried
+            (``robopipe.retry``).
 
     Returns:
         A :class:`~robopipe.checks.report.CheckReport` (``repairs`` is empty: no repair
         applies to v3.0; ``files`` maps each file read to ``[size, mtime_ns]`` for a local
         file, ``[size, ETag or checksum]`` for a remote one).
+
+    Raises:
+        robopipe.retry.RemoteReadError: a remote read failed on every attempt of
+            ``retry_budget`` (one line: the URL and the last error).
     """
     if fs is None:
         fs, base = open_url(str(root), storage_options, retry_budget)
@@ -159,12 +166,16 @@ def check_v30(
     local = isinstance(fs, LocalFileSystem)
     report = CheckReport(name, os.path.realpath(base) if local else str(root), {})
     try:  # a server without listings (plain http) has no folders: its info.json then
-        exists = fs.isdir(base) or fs.exists(f"{base}/{INFO_PATH}")
+        found = call(lambda: fs.isdir(base), base, retry_budget) or exists(
+            fs, f"{base}/{INFO_PATH}", retry_budget
+        )
+    except RemoteReadError:
+        raise  # transient faults beyond the budget say nothing of the dataset
     except OSError as exc:  # a remote revision or bucket that cannot be listed
-        exists, why = False, f"cannot be read ({exc})"
+        found, why = False, f"cannot be read ({exc})"
     else:
         why = "does not exist"
-    if not exists:
+    if not found:
         report.problems.append(Problem("source", f"dataset folder {root} {why}"))
     else:
         checker = _Checker(fs, base, name, tolerance_s, report, retry_budget)
@@ -627,7 +638,8 @@ class _Checker:
 
     def _on_disk(self, folder: str) -> set[str]:
         """The ``<folder>/*/*.parquet`` files there are (lerobot globs these)."""
-        found = self.fs.glob(self.path(f"{folder}/*/*.parquet"))
+        pattern = self.path(f"{folder}/*/*.parquet")
+        found = call(lambda: self.fs.glob(pattern), pattern, self.budget)
         return {self._relative(p) for p in found}
 
     def _relative(self, path: str) -> str:
@@ -636,9 +648,10 @@ class _Checker:
 
     def stray_files(self) -> list[Problem]:
         """Notes for the files under the root that are not part of the dataset."""
+        found = call(lambda: self.fs.find(self.root), self.root, self.budget)
         return [
             Problem("stray_file", "not part of the dataset; it is not converted", file=rel)
-            for rel in sorted(self._relative(p) for p in self.fs.find(self.root))
+            for rel in sorted(self._relative(p) for p in found)
             if rel not in self.report.files and rel not in KNOWN_EXTRA_FILES
         ]
 

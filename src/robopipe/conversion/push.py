@@ -228,6 +228,10 @@ def _with_retries(target: PushTarget, push):
     """``push()``, again after a transient error (:func:`_transient`), up to
     ``target.retries`` times, waiting 1, 2, 4... s (at most ``RETRY_WAIT_MAX_S``) and
     logging a warning before each retry; the last error is raised as it is."""
+    # Not robopipe.retry.call: that policy is for reads, bounds the retries by seconds since
+    # the first attempt (an hours-long push would spend it on its first attempt) and replaces
+    # the last error by a RemoteReadError, where a push is retried whole and raises
+    # huggingface_hub's or the filesystem's error as it is.
 
     def warn(state: tenacity.RetryCallState) -> None:
         log.warning(

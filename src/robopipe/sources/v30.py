@@ -8,6 +8,7 @@ import os
 
 from robopipe.formats.v30_reader import open_url
 from robopipe.layout import INFO_PATH, LOCAL_COPY_DIR
+from robopipe.retry import call
 from robopipe.sources.base import Local, V30Source, digest, tree_digest
 from robopipe.sources.remote import Remote, tagged_version
 
@@ -76,11 +77,17 @@ class RemoteV30(Remote, V30Source):
         return SCHEME_SOURCES.get(self.url.split("://", 1)[0])
 
     def files(self) -> tuple[list[str], list[str]]:
-        """Its data and video files, listed where it is (its local copy may not exist yet)."""
-        fs, root = open_url(self.url, self.storage_options())
+        """Its data and video files, listed where it is (its local copy may not exist yet);
+        each listing retried within its ``retry_budget`` (``retry_*`` conversion options).
+
+        Raises:
+            robopipe.retry.RemoteReadError: a listing failed on every attempt.
+        """
+        budget = self.options.retry_budget
+        fs, root = open_url(self.url, self.storage_options(), budget)
         base = fs._strip_protocol(root)
         found = []
-        for pattern in ("data/*/*.parquet", "videos/*/*/*.mp4"):
-            paths = fs.glob(f"{root}/{pattern}")
+        for pattern in (f"{root}/data/*/*.parquet", f"{root}/videos/*/*/*.mp4"):
+            paths = call(lambda pattern=pattern: fs.glob(pattern), pattern, budget)
             found.append(sorted(fs._strip_protocol(p)[len(base) + 1 :] for p in paths))
         return found[0], found[1]

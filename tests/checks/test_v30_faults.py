@@ -1,0 +1,154 @@
+"""The v3.0 check and a remote v3.0 source's listing through injected faults
+(robopipe.bench.latency.Faults between the client and a server on 127.0.0.1): the existence
+tests and listings (``isdir``, ``exists``, ``glob``, ``find``) are retried as the reads are
+(robopipe.retry), so the check of a faulty server gives the fault-free report; a budget of one
+attempt stops it with one line naming the URL and the last error."""
+
+from collections import Counter
+
+import pytest
+
+from robopipe.bench import servers
+from robopipe.bench.latency import Faults, delaying_proxy
+from robopipe.checks.v30 import check_v30
+from robopipe.conversion.serial import convert_dataset
+from robopipe.formats.v30_reader import open_url
+from robopipe.retry import RemoteReadError, RetryBudget, retries
+from robopipe.sources import LocalV30, RemoteV30, open_source
+from robopipe.sources import v30 as v30_source
+
+BUDGET = RetryBudget(attempts=30, seconds=60, read_timeout_s=0.5)
+# huggingface_hub's clients wait HF_HUB_DOWNLOAD_TIMEOUT (10 s) for a stalled response, so the
+# Hub's faults are the four kinds that end at once
+HUB_KINDS = ("429", "503", "reset", "truncate")
+NGINX_SEED = 13  # its draws fault isdir, glob and find of the check over nginx (asserted)
+HUB_SEED = 3  # its draws fault a glob of the source's listing (asserted)
+LISTINGS = ("isdir", "info", "glob", "find")
+
+needs_nginx = pytest.mark.skipif(servers.nginx_binary() is None, reason="nginx is not installed")
+
+
+@pytest.fixture(scope="module")
+def v30(make_v21, tmp_path_factory):
+    """A 4-episode v3.0 dataset of several data and video files (so listings find several)."""
+    root = tmp_path_factory.mktemp("v30_faults") / "ds"
+    sizes = dict(data_file_size_in_mb=0.001, video_file_size_in_mb=0.001)
+    convert_dataset(make_v21(episodes=4), root, name="ds", **sizes)
+    return root
+
+
+@pytest.fixture
+def hub(v30, monkeypatch):
+    """The Hub stand-in serving ``v30`` as repo ``local/ds`` at revision ``v3.0``."""
+    from huggingface_hub import constants
+
+    from robopipe.bench.hub_standin import serve_hub
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    with serve_hub({"local/ds": {"v3.0": v30}}) as standin:
+        yield standin
+
+
+class FailedCalls:
+    """Counts, per method name, the calls of ``fs``'s ``methods`` that raised (each a fault
+    that reached the caller: retried or not)."""
+
+    def __init__(self, fs, methods) -> None:
+        self.counts: Counter = Counter()
+        for name in methods:
+            setattr(fs, name, self._counted(name, getattr(fs, name)))
+
+    def _counted(self, name, method):
+        def call(*args, **kwargs):
+            try:
+                return method(*args, **kwargs)
+            except Exception:
+                self.counts[name] += 1
+                raise
+
+        return call
+
+
+@needs_nginx
+def test_the_check_retries_its_listings_through_faults(v30):
+    local = check_v30(v30, "ds")
+    assert local.ok, local.summary()
+    faults = Faults(0.4, stall_s=1.5, retry_after_s=0, seed=NGINX_SEED)
+    with (
+        servers.serve_nginx(v30.parent) as server,
+        delaying_proxy(server.url, 0, faults) as proxy,
+    ):
+        fs, root = open_url(f"{proxy.url}/ds", {"skip_instance_cache": True}, BUDGET)
+        failed = FailedCalls(fs, LISTINGS)
+        before = retries()
+        report = check_v30(root, "ds", fs=fs, retry_budget=BUDGET)
+        injected = {k: v for k, v in proxy.totals().items() if k.startswith("faults_") and v}
+    assert report.ok, report.summary()
+    assert report.files.keys() == local.files.keys()
+    assert [f[0] for f in report.files.values()] == [f[0] for f in local.files.values()]
+    assert report.notes == local.notes
+    assert len(injected) == 5 and retries() - before >= sum(failed.counts.values())
+    # faults reached the existence test of the folder, the data files' glob and the stray
+    # files' find (nginx lists no folder: both find nothing, once they get an answer)
+    assert {"isdir", "glob", "find"} <= set(failed.counts), (failed.counts, injected)
+
+
+@needs_nginx
+@pytest.mark.parametrize("kind", ["503", "stall"])
+def test_a_budget_of_one_attempt_stops_the_check_with_one_line(v30, kind):
+    budget = RetryBudget(attempts=1, seconds=60, read_timeout_s=0.5)
+    with (
+        servers.serve_nginx(v30.parent) as server,
+        delaying_proxy(server.url, 0, Faults(1.0, (kind,), stall_s=2.0)) as proxy,
+    ):
+        url = f"{proxy.url}/ds"
+        with pytest.raises(RemoteReadError) as caught:
+            check_v30(url, "ds", retry_budget=budget)
+    message = str(caught.value)
+    assert "\n" not in message
+    # the first request: the existence test of the dataset's folder
+    assert message.startswith(f"{url}: gave up after 1 attempts in ")
+    assert "(budget 1 attempts, 60 s): " in message
+
+
+def _remote_source(endpoint: str, **conversion) -> RemoteV30:
+    """The Hub stand-in's ``local/ds`` at ``v3.0`` as a source (its version named by its
+    revision: opening it reads nothing), read at ``endpoint`` with ``conversion`` options."""
+    entry = {
+        "repo_id": "local/ds",
+        "revision": "v3.0",
+        "storage_options": {"endpoint": endpoint, "skip_instance_cache": True},
+        "conversion": conversion,
+    }
+    source = open_source("ds", entry)
+    assert type(source) is RemoteV30
+    return source
+
+
+def test_a_remote_v30_sources_listing_is_retried_within_its_budget(v30, hub, monkeypatch):
+    expected = LocalV30("ds", {"path": str(v30)}).files()
+    assert expected[0] and expected[1]
+    listings = []
+
+    def spied(*args):
+        fs, root = open_url(*args)
+        listings.append(FailedCalls(fs, ["glob"]))
+        return fs, root
+
+    monkeypatch.setattr(v30_source, "open_url", spied)
+    faults = Faults(0.5, HUB_KINDS, retry_after_s=0, seed=HUB_SEED)
+    with delaying_proxy(hub.endpoint, 0, faults) as proxy:
+        source = _remote_source(proxy.url, retry_attempts=30, retry_seconds=60)
+        assert source.files() == expected
+        injected = {k: v for k, v in proxy.totals().items() if k.startswith("faults_") and v}
+    assert injected and listings[0].counts["glob"] > 0, (listings[0].counts, injected)
+    # the source's own budget: one attempt
+    with (
+        delaying_proxy(hub.endpoint, 0, Faults(1.0, ("503",))) as proxy,
+        pytest.raises(RemoteReadError) as caught,
+    ):
+        _remote_source(proxy.url, retry_attempts=1).files()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("datasets/local/ds@v3.0/data/*/*.parquet: gave up after 1 attempts")
+    assert "HfHubHTTPError: " in message
