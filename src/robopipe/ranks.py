@@ -8,7 +8,10 @@ local processes, so an n2 scenario is testable on one machine.
 
 Every rank runs through this module's command line, ``python -m robopipe.ranks ARGV...``,
 which sets ``RANK`` / ``WORLD_SIZE`` from :func:`current_rank` (the variables the loaders read)
-and replaces ``{rank}`` in ARGV by the rank, so each rank writes its own result file.
+and replaces ``{rank}`` in ARGV by the rank, so each rank writes its own result file. The
+benchmark's ranks wait for each other before they measure (a barrier of files in the folder of
+their result files, ``robopipe.bench.measure.wait_for_ranks``), and
+:func:`combine_rank_results` says how far apart they started (``start_skew_s``).
 """
 
 from __future__ import annotations
@@ -123,13 +126,16 @@ def combine_rank_results(paths: Sequence[str | Path]) -> dict:
     """Combine the result files of the ranks of one scenario.
 
     Each file is a JSON object with ``samples``, ``frames`` (counts) and ``steady_wall_s``
-    (seconds of the rank's measuring window), and optionally ``rank`` and ``node``. The ranks
+    (seconds of the rank's measuring window), and optionally ``rank``, ``node`` and
+    ``measure_start_unix`` (when the rank started measuring, by its node's clock). The ranks
     run at the same time, so the total rate divides the summed counts by the longest window.
 
     Returns:
         ``{"ranks", "samples", "frames", "wall_s", "samples_per_s", "frames_per_s",
-        "per_node": [{"rank", "node", "samples", "frames", "wall_s", "samples_per_s",
-        "frames_per_s"}, ...]}`` with rates in samples/s and frames/s.
+        "start_skew_s", "per_node": [{"rank", "node", "samples", "frames", "wall_s",
+        "samples_per_s", "frames_per_s", "measure_start_unix"}, ...]}`` with rates in
+        samples/s and frames/s; ``start_skew_s`` is the latest rank's measuring start less the
+        earliest's, seconds (None where a file lacks ``measure_start_unix``).
 
     Raises:
         ValueError: no paths, or a file lacks a key or has a non-positive ``steady_wall_s``.
@@ -153,11 +159,14 @@ def combine_rank_results(paths: Sequence[str | Path]) -> dict:
                 "wall_s": wall,
                 "samples_per_s": result["samples"] / wall,
                 "frames_per_s": result["frames"] / wall,
+                "measure_start_unix": result.get("measure_start_unix"),
             }
         )
     samples = sum(r["samples"] for r in per_node)
     frames = sum(r["frames"] for r in per_node)
     wall = max(r["wall_s"] for r in per_node)
+    starts = [r["measure_start_unix"] for r in per_node]
+    skew = None if None in starts else max(starts) - min(starts)
     return {
         "ranks": len(per_node),
         "samples": samples,
@@ -165,6 +174,7 @@ def combine_rank_results(paths: Sequence[str | Path]) -> dict:
         "wall_s": wall,
         "samples_per_s": samples / wall,
         "frames_per_s": frames / wall,
+        "start_skew_s": skew,
         "per_node": per_node,
     }
 

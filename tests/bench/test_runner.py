@@ -1,16 +1,19 @@
 """The runner on a real converted dataset: results follow the schema, failures are clear."""
 
+import datetime
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
 import pytest
 
 from robopipe.bench.ceiling import measure_ceiling
-from robopipe.bench.runner import Settings, run_multi_node, run_scenario
+from robopipe.bench.runner import Settings, run_multi_node, run_scenario, start_fields
 from robopipe.conversion.serial import convert_dataset
+from robopipe.ranks import combine_rank_results
 from robopipe.scenario_result import scenario_schema, write_scenario_result
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,9 +32,18 @@ LEROBOT_PYTHON = REPO / ".venv-lerobot/bin/python"
         "robopipe_stream_s3_single_cpu_w0_n1",
     ],
 )
-def test_scenario_result_follows_schema(v30, tmp_path, scenario):
+def test_scenario_result_follows_schema(v30, tmp_path, scenario, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    before = time.time()
     result = run_scenario("tiny", v30, scenario, QUICK)
     jsonschema.validate(result, SCHEMA)
+    # when measuring started; no SLURM job, so no dispatch time; one rank, so no skew
+    assert before < result["measure_start_unix"] < time.time()
+    assert result["dispatch_s"] is None and result["start_skew_s"] is None
+    assert result["startup_to_measure_s"] > 0
+    (rank,) = result["ranks"]
+    assert rank["measure_start_unix"] == result["measure_start_unix"]
+    assert rank["barrier_wait_s"] is None and rank["dispatch_s"] is None
     assert result["scenario"] == scenario and result["samples"] > 0
     frames_per_sample = 2 * (8 if "sarm" in scenario else 1)  # 2 cameras
     assert result["frames"] == result["samples"] * frames_per_sample
@@ -52,12 +64,21 @@ def test_scenario_result_follows_schema(v30, tmp_path, scenario):
     assert json.loads((tmp_path / "r.json").read_text()) == result
 
 
-def test_two_ranks_combine(v30, tmp_path):
+def test_two_ranks_combine(v30, tmp_path, monkeypatch):
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     result = run_multi_node(
         "tiny", v30, "robopipe_stream_local_single_cpu_w1_n2", QUICK, tmp_path / "r.json"
     )
     jsonschema.validate(result, SCHEMA)
     assert [r["rank"] for r in result["ranks"]] == [0, 1]
+    # the ranks waited for each other, then started measuring together
+    starts = [r["measure_start_unix"] for r in result["ranks"]]
+    assert result["start_skew_s"] == pytest.approx(max(starts) - min(starts))
+    assert result["start_skew_s"] < 0.5
+    assert all(r["barrier_wait_s"] >= 0 for r in result["ranks"])
+    assert result["measure_start_unix"] == max(starts) and result["dispatch_s"] is None
+    # from this process's start (pytest's) to the last rank's start
+    assert result["startup_to_measure_s"] > max(r["startup_to_measure_s"] for r in result["ranks"])
     assert result["samples"] == sum(r["samples"] for r in result["ranks"])
     assert result["frames_per_s_per_node"] == pytest.approx(result["frames_per_s"] / 2)
     assert result["peak_pss_total_mb"] > result["peak_pss_mb"] > 0
@@ -114,3 +135,39 @@ def test_prefetch_factor_falls_to_one_when_batches_exceed_the_budget(v30):
     jsonschema.validate(result, SCHEMA)
     assert result["batches_in_flight_mb"] == budget and result["prefetch_factor"] == 1
     assert result["frames"] == result["samples"] * 16
+
+
+def test_combined_ranks_say_how_far_apart_they_started(tmp_path):
+    paths = []
+    for rank, start in enumerate([1000.25, 1000.0, 1000.5]):
+        paths.append(tmp_path / f"r{rank}.json")
+        result = {"rank": rank, "samples": 8, "frames": 16, "steady_wall_s": 1.0}
+        paths[-1].write_text(json.dumps({**result, "measure_start_unix": start}))
+    assert combine_rank_results(paths)["start_skew_s"] == 0.5
+    old = tmp_path / "old.json"  # written before the ranks recorded their start
+    old.write_text(json.dumps({"samples": 8, "frames": 16, "steady_wall_s": 1.0}))
+    assert combine_rank_results([*paths, old])["start_skew_s"] is None
+
+
+SQUEUE = """#!/bin/sh
+# squeue -h -j JOB -o %S: the job's start time, as a SLURM job's squeue prints it
+[ "$1 $2 $3 $4 $5" = "-h -j 4242 -o %S" ] || exit 1
+echo {started}
+"""
+
+
+def test_dispatch_runs_from_the_slurm_jobs_start_to_measuring(tmp_path, monkeypatch):
+    """In a SLURM job (SLURM_JOB_ID, squeue's start time; here a stand-in squeue that says the
+    job started 30 s before measuring), dispatch_s is the time between."""
+    measure_start = time.time()
+    started = datetime.datetime.fromtimestamp(measure_start - 30).isoformat(timespec="seconds")
+    (tmp_path / "squeue").write_text(SQUEUE.format(started=started))
+    (tmp_path / "squeue").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{Path(sys.executable).parent}:/usr/bin:/bin")
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    fields = start_fields(measure_start)
+    assert 30 <= fields["dispatch_s"] <= 31  # squeue's start time has 1 s resolution
+    assert fields["measure_start_unix"] == measure_start
+    assert fields["startup_to_measure_s"] > 0
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert start_fields(measure_start)["dispatch_s"] is None

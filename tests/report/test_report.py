@@ -264,5 +264,41 @@ def test_summary_and_figures_show_the_network(demo):
 def test_old_results_without_network_fields_load():
     table = load_scenarios("tiny", fixture_inputs("tiny")["bench"])
     assert table[["network_latency_ms", "bytes_per_sample", "requests"]].isna().all().all()
+    assert table[["dispatch_s", "startup_to_measure_s", "start_skew_s"]].isna().all().all()
     assert table[["peak_pss_mb", "peak_pss_total_mb", "batch_buffer_mb"]].isna().all().all()
     assert list(table["peer"]) == [False]
+
+
+def test_dispatch_and_the_ranks_start_skew_apart_from_measuring(tmp_path):
+    bench = FIXTURES / "bench/demo"
+    timings = {
+        # a 2-node scenario in a SLURM job; a 1-node one outside SLURM
+        "robopipe_stream_local_single_cpu_w2_n2": (23.4, 4.1, 0.012),
+        "robopipe_map_local_single_cpu_w2_n1": (None, 3.2, None),
+    }
+    paths = []
+    for name, (dispatch, startup, skew) in timings.items():
+        result = json.loads((bench / f"{name}.json").read_text())
+        result.update(
+            measure_start_unix=1.8e9, dispatch_s=dispatch, startup_to_measure_s=startup,
+            start_skew_s=skew,
+        )  # fmt: skip
+        paths.append(tmp_path / f"{name}.json")
+        paths[-1].write_text(json.dumps(result))
+    out = tmp_path / "report"
+    build_dataset_report("demo", out, bench=paths)
+    summary = pd.read_csv(out / "summary.csv").set_index("scenario")
+    n2 = summary.loc["robopipe_stream_local_single_cpu_w2_n2"]
+    assert (n2["dispatch_s"], n2["startup_to_measure_s"], n2["start_skew_s"]) == (23.4, 4.1, 0.012)
+    assert n2["steady_wall_s"] == 1.376  # the measuring window, a column of its own
+    n1 = summary.loc["robopipe_map_local_single_cpu_w2_n1"]
+    assert pd.isna(n1["dispatch_s"]) and n1["startup_to_measure_s"] == 3.2
+    assert pd.isna(n1["start_skew_s"])
+
+    card = svg_text(out / "scenarios/robopipe_stream_local_single_cpu_w2_n2.svg")
+    dispatch = "dispatch 23.4 s (SLURM job start to measuring; process start to measuring 4.1 s)"
+    assert dispatch in card
+    assert "measured: steady window 1.4 s | ranks' start skew 12 ms" in card
+    card = svg_text(out / "scenarios/robopipe_map_local_single_cpu_w2_n1.svg")
+    assert "dispatch n/a (no SLURM job; process start to measuring 3.2 s)" in card
+    assert "skew" not in card

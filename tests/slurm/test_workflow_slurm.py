@@ -170,3 +170,13 @@ def test_one_and_two_node_benchmark_scenarios_under_slurm(
     assert n2["frames"] == sum(r["frames"] for r in n2["ranks"])
     # one rank on each simulated node
     assert sorted(r["node"] for r in n2["ranks"]) == slurm_cluster
+    # dispatch (SLURM job start to measuring) apart from measuring; the script's process
+    # started inside the job, so dispatch covers its start-up (squeue's start: 1 s resolution)
+    for result in (n1, n2, *n2["ranks"]):
+        assert result["dispatch_s"] >= result["startup_to_measure_s"] - 1
+    assert n1["start_skew_s"] is None
+    # the two ranks waited for each other and started measuring together
+    assert all(r["barrier_wait_s"] is not None for r in n2["ranks"])
+    starts = [r["measure_start_unix"] for r in n2["ranks"]]
+    assert n2["start_skew_s"] == pytest.approx(max(starts) - min(starts))
+    assert n2["start_skew_s"] < 1.0

@@ -11,11 +11,14 @@ dataset (``module:class``, the loader's ``robopipe.bench.registry.LoaderSpec.dat
 stream (an iterable dataset), delta_timestamps, video_keys, batch_size, workers, image_dtype,
 warmup_batches, steady_s, probe_samples, tolerance_s, seed, episodes (the episodes read,
 each loader's ``episodes=``; None: all), check_items (items kept for the
-equality check), out (the JSON file written: the measurements of
+equality check), start_barrier (optional: ``{"folder", "rank", "world_size"}`` of
+``measure.wait_for_ranks``, where the ranks of a multi-node scenario wait for each other before
+measuring), out (the JSON file written: the measurements of
 ``measure.measure_throughput`` and ``measure.measure_latency``), items_out (``torch.save``
 of the kept items: a list of dicts of tensors, strings and numbers).
 """
 
+import functools
 import importlib
 import json
 import sys
@@ -83,11 +86,13 @@ def main() -> None:
     ds = make_dataset(args)
     stream = args["stream"]
     loader = data_loader(ds, args)
+    barrier = args.get("start_barrier")
     result = measure.measure_throughput(
         lambda loader=loader: loader,
         video_keys=args["video_keys"],
         warmup_batches=args["warmup_batches"],
         steady_s=args["steady_s"],
+        start_barrier=functools.partial(measure.wait_for_ranks, **barrier) if barrier else None,
     )
     del loader
     probe = make_dataset(args)

@@ -19,6 +19,11 @@ from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
+# how long a rank waits at the start barrier for the others (a rank that fails before it
+# ends the others anyway: srun --kill-on-bad-exit, or robopipe.ranks.run_ranks)
+BARRIER_TIMEOUT_S = 600.0
+BARRIER_POLL_S = 0.01
+
 # pids of the servers a benchmark runs as its children (``robopipe.bench.servers`` adds
 # them): left out of the loader's CPU seconds (tree_cpu_s)
 SERVER_PIDS: set[int] = set()
@@ -65,6 +70,42 @@ def tree_cpu_s(pid: int | None = None) -> float | None:
     return total
 
 
+def wait_for_ranks(
+    folder: str | os.PathLike,
+    rank: int,
+    world_size: int,
+    timeout_s: float = BARRIER_TIMEOUT_S,
+) -> float:
+    """A barrier of ``world_size`` ranks on a folder they all see (on several nodes: a shared
+    filesystem): write ``ready-<rank>`` there, then wait until every rank's file is listed.
+
+    A rank passes as soon as its listing shows the last file, so ranks pass within the
+    polling interval (10 ms) plus the time the filesystem takes to show one node's new file
+    to another; the result's ``start_skew_s`` measures what that came to.
+
+    Returns:
+        seconds waited.
+
+    Raises:
+        RuntimeError: a rank's file did not appear within ``timeout_s``.
+    """
+    start = time.perf_counter()
+    with open(os.path.join(folder, f"ready-{rank}"), "w"):
+        pass
+    expected = {f"ready-{r}" for r in range(world_size)}
+    while True:
+        missing = expected.difference(os.listdir(folder))
+        if not missing:
+            return time.perf_counter() - start
+        if time.perf_counter() - start > timeout_s:
+            ranks = sorted(int(name.split("-")[1]) for name in missing)
+            raise RuntimeError(
+                f"rank {rank}: ranks {ranks} of {world_size} did not reach the start barrier "
+                f"in {folder} within {timeout_s:.0f} s"
+            )
+        time.sleep(BARRIER_POLL_S)
+
+
 def measure_throughput(
     make_loader: Callable[[], Iterable[dict]],
     *,
@@ -72,23 +113,35 @@ def measure_throughput(
     warmup_batches: int,
     steady_s: float,
     snapshot: Callable[[], dict] | None = None,
+    start_barrier: Callable[[], object] | None = None,
 ) -> dict:
     """Iterate batches: first-batch latency, then samples and frames over a steady window.
 
     ``make_loader()`` is called again when an epoch ends before the window does.
     ``snapshot()``, if given, is called when the window starts and ends (for example to read
     loader counters); its results are returned as ``counters_start`` and ``counters_end``.
+    ``start_barrier()``, if given, is called before anything is measured (a multi-node
+    scenario's ranks wait there for each other, :func:`wait_for_ranks`).
 
     Returns:
-        dict with ``first_batch_latency_s``, ``samples``, ``frames``, ``batches``,
-        ``steady_wall_s``, ``samples_per_s``, ``frames_per_s``, ``shuffle_randomness``
-        (mean over batches of distinct episodes / batch size), ``cpu_s_per_sample`` (CPU
-        seconds of the process tree in the window per sample), ``window_start`` and
-        ``window_end`` (``time.perf_counter()`` values), and the snapshots.
+        dict with ``measure_start_unix`` (wall-clock ``time.time()`` when the first batch was
+        asked for: the start of ``first_batch_latency_s``), ``barrier_wait_s`` (seconds in
+        ``start_barrier``; None without one), ``first_batch_latency_s``, ``samples``,
+        ``frames``, ``batches``, ``steady_wall_s``, ``samples_per_s``, ``frames_per_s``,
+        ``shuffle_randomness`` (mean over batches of distinct episodes / batch size),
+        ``cpu_s_per_sample`` (CPU seconds of the process tree in the window per sample),
+        ``window_start`` and ``window_end`` (``time.perf_counter()`` values), and the
+        snapshots.
 
     Raises:
         ZeroSamplesError: no batch at all, or none inside the steady window.
     """
+    barrier_wait_s = None
+    if start_barrier is not None:
+        waited = time.perf_counter()
+        start_barrier()
+        barrier_wait_s = time.perf_counter() - waited
+    measure_start_unix = time.time()
     start = time.perf_counter()
     batches = _endless(make_loader)
     if next(batches, None) is None:  # not kept: a batch can be hundreds of MB
@@ -121,6 +174,8 @@ def measure_throughput(
         )
     wall = window_end - window_start
     return {
+        "measure_start_unix": measure_start_unix,
+        "barrier_wait_s": barrier_wait_s,
         "first_batch_latency_s": first_batch_latency_s,
         "samples": samples,
         "frames": frames,

@@ -28,11 +28,21 @@ CANNOT_SELECT = (
 )
 
 
-def run_peer(scenario, spec, root: Path, url: str, options: dict | None, settings) -> dict:
+def run_peer(
+    scenario,
+    spec,
+    root: Path,
+    url: str,
+    options: dict | None,
+    settings,
+    start_barrier: dict | None = None,
+) -> dict:
     """Measure peer loader ``spec`` on ``scenario`` in ``settings.lerobot_python``
     (``lerobot_driver.py``), reading ``url`` (``root`` itself, an ``s3://`` Lance layout, or
     ``hf://datasets/<repo>[@<revision>]`` through ``HF_ENDPOINT``), on the episodes
-    ``settings.episodes`` selects (the peer's ``episodes=``; None: all).
+    ``settings.episodes`` selects (the peer's ``episodes=``; None: all). ``start_barrier``
+    (``{"folder", "rank", "world_size"}``): the driver waits there for the other ranks before
+    measuring (:func:`robopipe.bench.measure.wait_for_ranks`).
 
     Returns:
         the driver's measurements, ``device`` (cpu), ``peer_version`` and the kept items
@@ -79,6 +89,7 @@ def run_peer(scenario, spec, root: Path, url: str, options: dict | None, setting
             "seed": settings.seed,
             "episodes": settings.episodes,
             "check_items": CHECK_ITEMS,
+            "start_barrier": start_barrier,
             "out": str(out),
             "items_out": str(items_out),
         }

@@ -11,6 +11,7 @@ for ``results/{dataset}/v3.0``), so items have the features of the converted dat
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -78,9 +79,18 @@ def open_dataset(plan_file: str | Path, cache_mode: str, settings, mode: str) ->
     )
 
 
-def run_robomimic(scenario, root: str | Path, settings, rank: int, world_size: int) -> dict:
+def run_robomimic(
+    scenario,
+    root: str | Path,
+    settings,
+    rank: int,
+    world_size: int,
+    start_barrier: Callable[[], object] | None = None,
+) -> dict:
     """Measure a ``robomimic_hdf5_<cache mode>`` scenario of the dataset converted to ``root``
     (its robomimic file: :func:`plan_path`); return the runner's measured dict.
+    ``start_barrier``: called before measuring (the ranks' barrier,
+    :func:`robopipe.bench.measure.measure_throughput`).
 
     Throughput over the steady window and per-sample latency are measured with
     ``robopipe.bench.measure`` as for the v3.0 loaders; ``frames`` counts camera frames
@@ -115,6 +125,7 @@ def run_robomimic(scenario, root: str | Path, settings, rank: int, world_size: i
         video_keys=ds.file.video_keys,
         warmup_batches=settings.warmup_batches,
         steady_s=settings.steady_s,
+        start_barrier=start_barrier,
     )
     del loader
     indices = np.random.default_rng(settings.seed).integers(0, len(ds), len(ds))

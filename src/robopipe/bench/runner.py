@@ -4,18 +4,21 @@ Usage (one scenario per process; Snakemake's ``bench_scenario`` rule does this):
 
     python -m robopipe.bench.runner --dataset demo --root results/demo/v3.0 \\
         --scenario robopipe_map_local_single_cpu_w2_n1 --settings '{"steady_s": 10}' \\
-        --json out.json --csv out.csv [--rank 0 --world-size 1]
+        --json out.json --csv out.csv [--rank 0 --world-size 1 --start-barrier DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import datetime
+import functools
 import json
 import logging
 import os
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -30,6 +33,7 @@ from robopipe.bench.measure import (
     measure_latency,
     measure_throughput,
     random_items,
+    wait_for_ranks,
 )
 from robopipe.bench.peers import check_items, run_peer
 from robopipe.bench.registry import get_loader
@@ -37,6 +41,7 @@ from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
 from robopipe.bench.servers import serve_nginx, serve_s3
 from robopipe.copies.encodings import LANCE
+from robopipe.jobs import slurm_job_start_seconds, startup_seconds
 from robopipe.layout import COPY_FILE, DEFAULT_TOLERANCE_S
 from robopipe.loading import collate, mode_delta_timestamps, read_meta
 from robopipe.loading.batches import batch_frame_mb, prefetch_factor_within
@@ -236,8 +241,14 @@ def run_scenario(
     *,
     rank: int = 0,
     world_size: int = 1,
+    start_barrier: str | Path | None = None,
 ) -> dict:
     """Measure one scenario on one rank; return the contract's result dict.
+
+    With ``world_size > 1`` and a ``start_barrier`` folder (shared by the ranks), the rank
+    waits there for the others before its first batch
+    (:func:`robopipe.bench.measure.wait_for_ranks`), so that the ranks measure together.
+    The result records when measuring started (:func:`start_fields`), top level and per rank.
 
     Raises:
         ZeroSamplesError: nothing was measured.
@@ -251,13 +262,17 @@ def run_scenario(
     spec = get_loader(scenario.loader)
     spec.check(scenario)
     root = Path(root)
+    barrier = None
+    if start_barrier is not None and world_size > 1:
+        barrier = {"folder": str(start_barrier), "rank": rank, "world_size": world_size}
+    wait = functools.partial(wait_for_ranks, **barrier) if barrier else None
     with (
         PeakRss() as rss,
         source_url(scenario, dataset, root, settings) as (url, options, traffic, proxy),
         retry_log() as retries,
     ):
         if spec.needs_lerobot_python:
-            measured = run_peer(scenario, spec, root, url, options, settings)
+            measured = run_peer(scenario, spec, root, url, options, settings, barrier)
         elif spec.sequence:
             from robopipe.bench.sequence_loaders import run_sequence
 
@@ -265,12 +280,13 @@ def run_scenario(
         elif spec.robomimic_only:
             from robopipe.bench.robomimic_loaders import run_robomimic
 
-            measured = run_robomimic(scenario, root, settings, rank, world_size)
+            measured = run_robomimic(scenario, root, settings, rank, world_size, wait)
         else:
             measured = _run_robopipe(
-                scenario, spec, dataset, url, options, settings, rank, world_size, traffic
+                scenario, spec, dataset, url, options, settings, rank, world_size, traffic, wait
             )
         faults = _fault_fields(scenario, settings, proxy, retries, spec)
+    started = start_fields(measured["measure_start_unix"])
     per_rank = {
         "rank": rank,
         "node": current_node(),
@@ -278,6 +294,8 @@ def run_scenario(
         "frames": measured["frames"],
         "steady_wall_s": measured["steady_wall_s"],
         "frames_per_s": measured["frames_per_s"],
+        **started,
+        "barrier_wait_s": measured.get("barrier_wait_s"),
     }
     return {
         "dataset": dataset,
@@ -297,6 +315,8 @@ def run_scenario(
         "fetch_share": measured.get("fetch_share"),
         "decode_share": measured.get("decode_share"),
         "first_batch_latency_s": measured["first_batch_latency_s"],
+        **started,
+        "start_skew_s": None,  # one rank
         "latency_ms": measured["latency_ms"],
         "peak_rss_mb": rss.peak_mb,
         "peak_rss_total_mb": rss.peak_mb,
@@ -324,6 +344,30 @@ def run_scenario(
             measured.get("bytes_fetched"), measured.get("requests"), measured["samples"]
         ),
         **faults,
+    }
+
+
+def start_fields(measure_start_unix: float) -> dict:
+    """When measuring started, and how long after the job and the process started.
+
+    Returns:
+        ``measure_start_unix``: the wall-clock time the first batch was asked for (from
+        :func:`robopipe.bench.measure.measure_throughput`); ``dispatch_s``: seconds from the
+        start of the SLURM job this process runs in to then, i.e. the Snakemake starts inside
+        the job, the interpreter, imports, the dataset's set-up and the ranks' barrier (the
+        wait in the queue comes before the job's start);
+        :func:`robopipe.jobs.slurm_job_start_seconds`, 1 s resolution, None outside SLURM;
+        ``startup_to_measure_s``: seconds from this process's start to then, in or out of
+        SLURM (:func:`robopipe.jobs.startup_seconds`; None where ``/proc`` is absent).
+    """
+    startup = startup_seconds()
+    process_start_unix = None if startup is None else time.time() - startup
+    return {
+        "measure_start_unix": measure_start_unix,
+        "dispatch_s": slurm_job_start_seconds(datetime.datetime.fromtimestamp(measure_start_unix)),
+        "startup_to_measure_s": None
+        if process_start_unix is None
+        else round(max(measure_start_unix - process_start_unix, 0.0), 3),
     }
 
 
@@ -381,7 +425,7 @@ def _network_fields(bytes_fetched: int | None, requests: int | None, samples: in
 
 
 def _run_robopipe(
-    scenario, spec, dataset, url, options, settings, rank, world_size, traffic=None
+    scenario, spec, dataset, url, options, settings, rank, world_size, traffic=None, wait=None
 ) -> dict:
     budget = settings.retry_budget
     meta = read_meta(url, name=dataset, storage_options=options, retry_budget=budget)
@@ -441,6 +485,7 @@ def _run_robopipe(
         warmup_batches=settings.warmup_batches,
         steady_s=settings.steady_s,
         snapshot=ds.counters.totals if traffic is None else _with_traffic(ds.counters, traffic),
+        start_barrier=wait,
     )
     totals = measured["counters_end"]
     window = {k: totals[k] - measured["counters_start"][k] for k in totals}
@@ -492,7 +537,11 @@ def run_multi_node(
     (``robopipe.ranks.combine_rank_results``); ``frames_per_s_per_node`` is the total over
     nodes; peak RSS and first-batch latency are the worst rank's; latency percentiles and
     single-process samples/s are rank 0's. Rank files go to a folder next to ``final_json``
-    (shared between nodes).
+    (shared between nodes), where the ranks also wait for each other before measuring
+    (:func:`robopipe.bench.measure.wait_for_ranks`). ``start_skew_s`` is how far apart the
+    ranks started measuring (their ``measure_start_unix``, each by its node's clock);
+    ``measure_start_unix``, ``dispatch_s`` and ``startup_to_measure_s`` are the last rank's
+    start, as seen from this process (:func:`start_fields`): when every rank was measuring.
 
     Raises:
         ValueError: the loader cannot run the scenario
@@ -510,6 +559,7 @@ def run_multi_node(
             "--root", str(Path(root).resolve()), "--scenario", scenario_name,
             "--settings", json.dumps(asdict(settings)),
             "--json", f"{tmp}/rank-{{rank}}.json", "--csv", f"{tmp}/rank-{{rank}}.csv",
+            "--start-barrier", tmp,
         ]  # fmt: skip
         run_ranks(argv, scenario.nodes)
         paths = [Path(tmp) / f"rank-{r}.json" for r in range(scenario.nodes)]
@@ -532,6 +582,8 @@ def run_multi_node(
         "frames_per_s": combined["frames_per_s"],
         "frames_per_s_per_node": combined["frames_per_s"] / scenario.nodes,
         "first_batch_latency_s": max(r["first_batch_latency_s"] for r in results),
+        **start_fields(max(r["measure_start_unix"] for r in results)),
+        "start_skew_s": combined["start_skew_s"],
         "peak_rss_mb": max(r["peak_rss_mb"] for r in results),
         "peak_rss_total_mb": sum(r["peak_rss_mb"] for r in results),
         "peak_pss_mb": max(r["peak_pss_mb"] for r in results),
@@ -555,6 +607,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", required=True)
     parser.add_argument("--rank", type=int, default=int(os.environ.get("RANK", 0)))
     parser.add_argument("--world-size", type=int, default=int(os.environ.get("WORLD_SIZE", 1)))
+    parser.add_argument(
+        "--start-barrier",
+        help="a folder all ranks see: each waits there for the others before measuring",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     settings = Settings.from_config(json.loads(args.settings))
@@ -566,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
             settings,
             rank=args.rank,
             world_size=args.world_size,
+            start_barrier=args.start_barrier,
         )
     except (ZeroSamplesError, ValueError, RuntimeError) as err:
         print(f"robopipe bench: {args.dataset}/{args.scenario}: {err}", file=sys.stderr)

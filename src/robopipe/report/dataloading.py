@@ -169,8 +169,8 @@ def _metric_figure(table, stem, title: str, column: str, xlabel: str, **bar_opti
 
 def scenario_card(row: pd.Series, ceiling: dict | None, stem: str | Path):
     """One scenario: decoded frames/s per rank, latency percentiles, and time shares; the
-    title lists its facts, and for a remote scenario the injected round trip and the bytes
-    and requests per sample."""
+    title lists its facts, its start apart from its measuring (:func:`start_facts`), and for
+    a remote scenario the injected round trip and the bytes and requests per sample."""
     fig, (ranks_ax, latency_ax, share_ax) = plt.subplots(
         1, 3, figsize=(WIDTH_IN, 3.4), layout="constrained", width_ratios=(1.3, 1, 1)
     )
@@ -211,7 +211,8 @@ def scenario_card(row: pd.Series, ceiling: dict | None, stem: str | Path):
     share_ax.set_xlabel("share of the worker's time")
     share_ax.set_title("where the time goes")
 
-    facts = "\n".join(f for f in (_card_facts(row), _network_facts(row), _peer_facts(row)) if f)
+    lines = (_card_facts(row), start_facts(row), _network_facts(row), _peer_facts(row))
+    facts = "\n".join(f for f in lines if f)
     fig.suptitle(f"{row['dataset']}: {row['scenario']}\n{facts}", fontsize=9)
     return save(fig, stem)
 
@@ -231,6 +232,28 @@ def _card_facts(row: pd.Series) -> str:
         f"device {row['device']}" + (", CPU fallback" if row["cpu_fallback"] is True else ""),
     ]
     return " | ".join(f for f in facts if f)
+
+
+def start_facts(row: pd.Series) -> str | None:
+    """The scenario's start, apart from its measuring: ``dispatch`` (the SLURM job's start to
+    the first batch asked for; ``n/a`` outside SLURM) with the process's own start-up to that
+    moment, the steady window measured, and for a multi-node scenario the ranks' start skew;
+    None for a result written before these fields."""
+    dispatch, startup = row.get("dispatch_s"), row.get("startup_to_measure_s")
+    if _missing(dispatch) and _missing(startup):
+        return None
+    own = "" if _missing(startup) else f"; process start to measuring {startup:,.1f} s"
+    if _missing(dispatch):
+        facts = [f"dispatch n/a (no SLURM job{own})"]
+    else:
+        facts = [f"dispatch {dispatch:,.1f} s (SLURM job start to measuring{own})"]
+    facts.append(f"measured: steady window {row['steady_wall_s']:,.1f} s")
+    if row["nodes"] > 1:
+        skew = row.get("start_skew_s")
+        facts.append(
+            "ranks' start skew n/a" if _missing(skew) else f"ranks' start skew {skew * 1e3:,.0f} ms"
+        )
+    return " | ".join(facts)
 
 
 def _peer_facts(row: pd.Series) -> str:

@@ -52,6 +52,11 @@ MEMORY_FIELDS = (
     "prefetch_factor",
 )
 
+# optional start fields of a scenario result (NaN in results written before them): seconds
+# from the SLURM job's start to the first batch asked for (NaN outside SLURM), from the
+# scenario's process start to it, and how far apart the ranks started measuring (n>1)
+TIMING_FIELDS = ("dispatch_s", "startup_to_measure_s", "start_skew_s")
+
 # whose loader a scenario measured: the registry's peer flag, the peer's package and version,
 # and whether its items equalled robopipe's (robopipe.bench.peers.check_items)
 PEER_COLUMNS = ("peer", "peer_version", "peer_items_equal")
@@ -101,8 +106,9 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     Rates are in samples/s and frames/s, latencies in ms (per sample) and s (first batch),
     memory in MB. ``workers`` and ``nodes`` are ints. The optional :data:`NETWORK_FIELDS`,
     :data:`FAULT_FIELDS` (``faults`` summed into ``faults_injected``, ``fault_kinds`` joined by
-    commas) and :data:`MEMORY_FIELDS` are NaN where a result lacks them (results written
-    before they existed); ``peer`` is
+    commas), :data:`MEMORY_FIELDS` and :data:`TIMING_FIELDS` are NaN where a result lacks
+    them (results written before they existed; ``dispatch_s`` outside SLURM, ``start_skew_s``
+    of one rank); ``peer`` is
     the registry's word on the loader (someone else's, measured for comparison),
     ``peer_version`` its package and version, ``peer_items_equal`` whether its items equalled
     robopipe's (``peer_check.equal``; empty where not checked).
@@ -136,7 +142,7 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
         row["rank_count"] = len(record["ranks"] or [])
         row.setdefault("encoding", None)  # results of scenarios on the converted dataset
         row.setdefault("peak_rss_total_mb", record["peak_rss_mb"])
-        for field in (*NETWORK_FIELDS, *FAULT_FIELDS, *MEMORY_FIELDS):
+        for field in (*NETWORK_FIELDS, *FAULT_FIELDS, *MEMORY_FIELDS, *TIMING_FIELDS):
             row.setdefault(field, None)
         row["peer"] = peer
         row["peer_version"] = record.get("peer_version")
@@ -147,7 +153,7 @@ def load_scenarios(dataset: str, paths: Iterable[str | Path]) -> pd.DataFrame:
     columns += ["latency_p50_ms", "latency_p95_ms", "latency_p99_ms"]
     columns += ["decoder_cache_hits", "decoder_cache_misses", "decoder_cache_evictions"]
     columns += ["rank_count", "encoding", "peak_rss_total_mb", *NETWORK_FIELDS, *FAULT_FIELDS]
-    columns += [*MEMORY_FIELDS, *PEER_COLUMNS]
+    columns += [*MEMORY_FIELDS, *TIMING_FIELDS, *PEER_COLUMNS]
     table = pd.DataFrame(rows, columns=columns)
     numeric = [c for c in columns if c not in _TEXT_COLUMNS]
     table[numeric] = table[numeric].apply(pd.to_numeric, errors="coerce")
