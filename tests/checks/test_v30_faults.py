@@ -2,14 +2,17 @@
 (robopipe.bench.latency.Faults between the client and a server on 127.0.0.1): the existence
 tests and listings (``isdir``, ``exists``, ``glob``, ``find``) are retried as the reads are
 (robopipe.retry), so the check of a faulty server gives the fault-free report; a budget of one
-attempt stops it with one line naming the URL and the last error."""
+attempt stops it with one line naming the URL and the last error, wherever the read that gives
+up is (a network give-up is never reported as an unreadable file, a damaged file still is)."""
 
+import shutil
 from collections import Counter
 
 import pytest
 
 from robopipe.bench import servers
 from robopipe.bench.latency import Faults, delaying_proxy
+from robopipe.checks import v30 as v30_check
 from robopipe.checks.v30 import check_v30
 from robopipe.conversion.serial import convert_dataset
 from robopipe.formats.v30_reader import open_url
@@ -24,6 +27,9 @@ HUB_KINDS = ("429", "503", "reset", "truncate")
 NGINX_SEED = 13  # its draws fault isdir, glob and find of the check over nginx (asserted)
 HUB_SEED = 3  # its draws fault a glob of the source's listing (asserted)
 LISTINGS = ("isdir", "info", "glob", "find")
+DATA = "data/chunk-000/file-000.parquet"
+EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+TASKS = "meta/tasks.parquet"
 
 needs_nginx = pytest.mark.skipif(servers.nginx_binary() is None, reason="nginx is not installed")
 
@@ -109,6 +115,81 @@ def test_a_budget_of_one_attempt_stops_the_check_with_one_line(v30, kind):
     # the first request: the existence test of the dataset's folder
     assert message.startswith(f"{url}: gave up after 1 attempts in ")
     assert "(budget 1 attempts, 60 s): " in message
+
+
+@pytest.fixture(scope="module")
+def reads_at(v30):
+    """``{(file, n): requests}``: the requests the check of ``v30`` over nginx makes before its
+    ``n``-th read of ``file`` (1: the first) begins, for every parquet and mp4 it reads
+    (counted by a fault-free proxy; one thread, so the requests come in one order)."""
+    starts: dict[tuple[str, int], int] = {}
+    seen: Counter = Counter()
+    with (
+        servers.serve_nginx(v30.parent) as server,
+        delaying_proxy(server.url) as proxy,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+
+        def note(rel: str) -> None:
+            seen[rel] += 1
+            starts[rel, seen[rel]] = proxy.totals()["requests"]
+
+        def open_noted(checker, rel):
+            note(rel)
+            return opened(checker, rel)
+
+        def read_tasks_noted(meta):
+            note(TASKS)
+            return read_tasks(meta)
+
+        opened, read_tasks = v30_check._Checker.open, v30_check.read_tasks
+        patch.setattr(v30_check._Checker, "open", open_noted)
+        patch.setattr(v30_check, "read_tasks", read_tasks_noted)
+        report = check_v30(f"{proxy.url}/ds", "ds")
+    assert report.ok, report.summary()
+    return starts
+
+
+@needs_nginx
+@pytest.mark.parametrize(
+    "rel, n",
+    [
+        (EPISODES, 1),  # the episodes' columns
+        (TASKS, 1),  # the tasks
+        (DATA, 1),  # a data file's footer
+        (DATA, 2),  # its small columns
+        ("video", 1),  # an mp4's header
+    ],
+)
+def test_a_read_that_gives_up_stops_the_check_not_a_problem(v30, reads_at, rel, n):
+    if rel == "video":
+        rel = min(r for r, _ in reads_at if r.endswith(".mp4"))
+    budget = RetryBudget(attempts=1, seconds=60, read_timeout_s=0.5)
+    # every request from that read on fails: its first request gives up at once
+    faults = Faults(1.0, ("503",), start_after=reads_at[rel, n])
+    with (
+        servers.serve_nginx(v30.parent) as server,
+        delaying_proxy(server.url, 0, faults) as proxy,
+        pytest.raises(RemoteReadError) as caught,
+    ):
+        check_v30(f"{proxy.url}/ds", "ds", retry_budget=budget)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{proxy.url}/ds/{rel}: gave up after 1 attempts in "), message
+    assert "(budget 1 attempts, 60 s): " in message
+
+
+@needs_nginx
+def test_a_damaged_remote_data_file_is_still_a_problem(v30, tmp_path):
+    served = tmp_path / "ds"
+    shutil.copytree(v30, served)
+    victim = served / DATA
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # no footer
+    with servers.serve_nginx(tmp_path) as server:
+        report = check_v30(f"{server.url}/ds", "ds", retry_budget=BUDGET)
+    unreadable = [p for p in report.problems if p.kind == "unreadable_file"]
+    assert unreadable and {p.file for p in unreadable} == {DATA}, report.summary()
+    assert all("unreadable parquet" in p.message for p in unreadable)
 
 
 def _remote_source(endpoint: str, **conversion) -> RemoteV30:

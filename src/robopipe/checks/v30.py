@@ -36,7 +36,9 @@ The dataset is read through fsspec, so a remote one (``hf://``, ``s3://``, ``htt
 checked the same way without downloading whole files: the metadata files, then range reads of
 the parquet footers and small columns, and of the mp4 headers and last GOPs. Every remote read,
 listing (``glob``, ``find``) and existence test is retried after transient faults within the
-``retry_budget`` (:mod:`robopipe.retry`).
+``retry_budget`` (:mod:`robopipe.retry`); one that still fails raises its
+:class:`~robopipe.retry.RemoteReadError` (one line: the URL and the last error), never a problem:
+a network give-up says nothing of the file, while a damaged file is ``unreadable_file``.
 """
 
 from __future__ import annotations
@@ -352,13 +354,22 @@ class _Checker:
         if self._locate(TASKS_PATH, "tasks file") is None:
             return None
         meta = DatasetMeta(
-            self.name, self.root, self.info, [], {}, root=self.root, _fs=(os.getpid(), self.fs)
+            self.name,
+            self.root,
+            self.info,
+            [],
+            {},
+            root=self.root,
+            retry_budget=self.budget,
+            _fs=(os.getpid(), self.fs),
         )
         try:
             tasks = read_tasks(meta)
         except DatasetError as exc:
             self.add("tasks", exc.reason, file=TASKS_PATH)
             return None
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except OSError as exc:
             self.add("unreadable_file", f"unreadable parquet ({exc})", file=TASKS_PATH)
             return None
@@ -464,6 +475,8 @@ class _Checker:
                     self.add("columns", f"column(s) {', '.join(absent)} missing", file=rel)
                     episodes.complete = False
                     continue
+            except RemoteReadError:
+                raise  # a network give-up says nothing of the file
             except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
                 self.add("unreadable_file", f"unreadable parquet ({exc}); {FIX}", file=rel)
                 episodes.complete = False
@@ -711,6 +724,8 @@ class _Checker:
         try:
             with self.open(rel) as source:
                 return pq.ParquetFile(source).metadata.num_rows
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
             return exc
 
