@@ -1,9 +1,11 @@
-"""The v3.0 check and a remote v3.0 source's listing through injected faults
+"""The v3.0 check and a remote v3.0 source's files through injected faults
 (robopipe.bench.latency.Faults between the client and a server on 127.0.0.1): the existence
 tests and listings (``isdir``, ``exists``, ``glob``, ``find``) are retried as the reads are
 (robopipe.retry), so the check of a faulty server gives the fault-free report; a budget of one
 attempt stops it with one line naming the URL and the last error, wherever the read that gives
-up is (a network give-up is never reported as an unreadable file, a damaged file still is)."""
+up is (a network give-up is never reported as an unreadable file, a damaged file still is). A
+remote v3.0 source names its files by its metadata, so a plain http server (nginx lists no
+folder) has them all."""
 
 import shutil
 from collections import Counter
@@ -15,18 +17,19 @@ from robopipe.bench.latency import Faults, delaying_proxy
 from robopipe.checks import v30 as v30_check
 from robopipe.checks.v30 import check_v30
 from robopipe.conversion.serial import convert_dataset
+from robopipe.formats import v30_reader
 from robopipe.formats.v30_reader import open_url
 from robopipe.retry import RemoteReadError, RetryBudget, retries
 from robopipe.sources import LocalV30, RemoteV30, open_source
-from robopipe.sources import v30 as v30_source
 
 BUDGET = RetryBudget(attempts=30, seconds=60, read_timeout_s=0.5)
 # huggingface_hub's clients wait HF_HUB_DOWNLOAD_TIMEOUT (10 s) for a stalled response, so the
 # Hub's faults are the four kinds that end at once
 HUB_KINDS = ("429", "503", "reset", "truncate")
 NGINX_SEED = 13  # its draws fault isdir, glob and find of the check over nginx (asserted)
-HUB_SEED = 3  # its draws fault a glob of the source's listing (asserted)
+HUB_SEED = 3  # its draws fault the source's existence tests and reads (asserted)
 LISTINGS = ("isdir", "info", "glob", "find")
+METADATA_READS = ("info", "cat_file")  # a remote v3.0 source's: exists() and cat_file()
 DATA = "data/chunk-000/file-000.parquet"
 EPISODES = "meta/episodes/chunk-000/file-000.parquet"
 TASKS = "meta/tasks.parquet"
@@ -192,6 +195,20 @@ def test_a_damaged_remote_data_file_is_still_a_problem(v30, tmp_path):
     assert all("unreadable parquet" in p.message for p in unreadable)
 
 
+@needs_nginx
+def test_a_remote_v30_source_over_plain_http_names_its_files(v30):
+    expected = LocalV30("ds", {"path": str(v30)}).files()
+    assert len(expected[0]) > 1 and len(expected[1]) > 1
+    with servers.serve_nginx(v30.parent) as server:  # nginx lists no folder
+        source = open_source("ds", {"url": f"{server.url}/ds"})
+        assert type(source) is RemoteV30
+        assert source.files() == expected
+        log = server.prefix / "access.log"
+        before = len(log.read_text())
+        assert source.files() == expected  # read once
+        assert log.read_text()[before:] == ""
+
+
 def _remote_source(endpoint: str, **conversion) -> RemoteV30:
     """The Hub stand-in's ``local/ds`` at ``v3.0`` as a source (its version named by its
     revision: opening it reads nothing), read at ``endpoint`` with ``conversion`` options."""
@@ -206,23 +223,24 @@ def _remote_source(endpoint: str, **conversion) -> RemoteV30:
     return source
 
 
-def test_a_remote_v30_sources_listing_is_retried_within_its_budget(v30, hub, monkeypatch):
+def test_a_remote_v30_sources_files_are_read_within_its_budget(v30, hub, monkeypatch):
     expected = LocalV30("ds", {"path": str(v30)}).files()
     assert expected[0] and expected[1]
-    listings = []
+    reads = []
 
     def spied(*args):
         fs, root = open_url(*args)
-        listings.append(FailedCalls(fs, ["glob"]))
+        reads.append(FailedCalls(fs, METADATA_READS))
         return fs, root
 
-    monkeypatch.setattr(v30_source, "open_url", spied)
+    monkeypatch.setattr(v30_reader, "open_url", spied)
     faults = Faults(0.5, HUB_KINDS, retry_after_s=0, seed=HUB_SEED)
     with delaying_proxy(hub.endpoint, 0, faults) as proxy:
         source = _remote_source(proxy.url, retry_attempts=30, retry_seconds=60)
         assert source.files() == expected
         injected = {k: v for k, v in proxy.totals().items() if k.startswith("faults_") and v}
-    assert injected and listings[0].counts["glob"] > 0, (listings[0].counts, injected)
+    failed = reads[0].counts
+    assert injected and set(failed) == set(METADATA_READS), (failed, injected)
     # the source's own budget: one attempt
     with (
         delaying_proxy(hub.endpoint, 0, Faults(1.0, ("503",))) as proxy,
@@ -231,5 +249,5 @@ def test_a_remote_v30_sources_listing_is_retried_within_its_budget(v30, hub, mon
         _remote_source(proxy.url, retry_attempts=1).files()
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("datasets/local/ds@v3.0/data/*/*.parquet: gave up after 1 attempts")
+    assert message.startswith("datasets/local/ds@v3.0/meta/info.json: gave up after 1 attempts")
     assert "HfHubHTTPError: " in message
