@@ -2,7 +2,6 @@
 results/{dataset}/local_copy, check it, move it into place (robopipe.local_copy); every remote
 read retried within the dataset's retry budget."""
 
-import json
 from pathlib import Path
 
 from robopipe.jobs import logged
@@ -20,8 +19,6 @@ with logged(snakemake) as log:
         episodes=snakemake.params.episodes,
         doctor_python=snakemake.params.peer_python,
         retry_budget=RetryBudget.from_config(snakemake.params.retry),
-        # the files the remote check read: all there is where the server lists nothing
-        known=json.loads(Path(snakemake.input[0]).read_text())["files"],
     )
     log.info("%s: %d files copied and checked", snakemake.params.url, len(report.files))
     doctor = report.doctor or {}

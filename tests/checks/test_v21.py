@@ -4,6 +4,7 @@ nothing and leaves the source as it was."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -20,8 +21,10 @@ import robopipe.mp4
 from robopipe.checks.report import SourceCheckError
 from robopipe.checks.v21 import check_source
 from robopipe.conversion.serial import convert_dataset
+from robopipe.formats.v21_reader import V21Source
 from robopipe.options import ConversionOptions
 from robopipe.remux import concat_videos
+from robopipe.retry import RemoteReadError
 
 EP = 1  # the damaged episode
 OPTIONS = {"restamp_timestamps": True}  # cr5's timestamps are off; the demo's are exact
@@ -565,3 +568,39 @@ def test_channel_first_shapes_are_understood(small_source):
     _reencode(small_source, scale=2)
     report = check_source(small_source, "cf", ConversionOptions(**OPTIONS))
     assert {(p.kind, p.episode) for p in report.problems} == {("video_size", EP)}
+
+
+class _GivingUp(io.RawIOBase):
+    """A remote file whose every read gave up (as ``robopipe.retry`` raises it)."""
+
+    def __init__(self, path: Path) -> None:
+        self.url = f"http://127.0.0.1:1/src/{path.name}"
+        self.size, self.position = path.stat().st_size, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.position = offset + (0, self.position, self.size)[whence]
+        return self.position
+
+    def tell(self) -> int:
+        return self.position
+
+    def readinto(self, buffer) -> int:
+        raise RemoteReadError(f"{self.url}: gave up after 1 attempts in 0.0 s: ClientError: 503")
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".mp4"])
+def test_a_read_that_gives_up_stops_the_check_not_a_problem(demo_small, monkeypatch, suffix):
+    readable = V21Source.readable
+
+    def gives_up(source, path):
+        return _GivingUp(path) if str(path).endswith(suffix) else readable(source, path)
+
+    monkeypatch.setattr(V21Source, "readable", gives_up)
+    with pytest.raises(RemoteReadError, match=rf"^http://127\.0\.0\.1:1/src/\S+\{suffix}: gave up"):
+        check_source(demo_small, "demo", ConversionOptions(**OPTIONS), threads=1)

@@ -174,6 +174,13 @@ def test_empty_data_parquet(cr5, check):
     _assert_fault(check(cr5), "empty_file", ALL, DATA)
 
 
+def test_truncated_data_parquet(cr5, check):
+    _truncate(cr5, DATA, 0.5)  # its footer gone
+    report = check(cr5)
+    _assert_fault(report, "unreadable_file", ALL, DATA)
+    assert all("unreadable parquet" in p.message for p in report.problems)
+
+
 def test_truncated_episodes_metadata(cr5, check):
     _truncate(cr5, EPISODES, 0.5)
     report = check(cr5)

@@ -1,29 +1,38 @@
-"""The v3.0 check and a remote v3.0 source's listing through injected faults
+"""The v3.0 check and a remote v3.0 source's files through injected faults
 (robopipe.bench.latency.Faults between the client and a server on 127.0.0.1): the existence
 tests and listings (``isdir``, ``exists``, ``glob``, ``find``) are retried as the reads are
 (robopipe.retry), so the check of a faulty server gives the fault-free report; a budget of one
-attempt stops it with one line naming the URL and the last error."""
+attempt stops it with one line naming the URL and the last error, wherever the read that gives
+up is (a network give-up is never reported as an unreadable file, a damaged file still is). A
+remote v3.0 source names its files by its metadata, so a plain http server (nginx lists no
+folder) has them all."""
 
+import shutil
 from collections import Counter
 
 import pytest
 
 from robopipe.bench import servers
 from robopipe.bench.latency import Faults, delaying_proxy
+from robopipe.checks import v30 as v30_check
 from robopipe.checks.v30 import check_v30
 from robopipe.conversion.serial import convert_dataset
+from robopipe.formats import v30_reader
 from robopipe.formats.v30_reader import open_url
 from robopipe.retry import RemoteReadError, RetryBudget, retries
 from robopipe.sources import LocalV30, RemoteV30, open_source
-from robopipe.sources import v30 as v30_source
 
 BUDGET = RetryBudget(attempts=30, seconds=60, read_timeout_s=0.5)
 # huggingface_hub's clients wait HF_HUB_DOWNLOAD_TIMEOUT (10 s) for a stalled response, so the
 # Hub's faults are the four kinds that end at once
 HUB_KINDS = ("429", "503", "reset", "truncate")
 NGINX_SEED = 13  # its draws fault isdir, glob and find of the check over nginx (asserted)
-HUB_SEED = 3  # its draws fault a glob of the source's listing (asserted)
+HUB_SEED = 3  # its draws fault the source's existence tests and reads (asserted)
 LISTINGS = ("isdir", "info", "glob", "find")
+METADATA_READS = ("info", "cat_file")  # a remote v3.0 source's: exists() and cat_file()
+DATA = "data/chunk-000/file-000.parquet"
+EPISODES = "meta/episodes/chunk-000/file-000.parquet"
+TASKS = "meta/tasks.parquet"
 
 needs_nginx = pytest.mark.skipif(servers.nginx_binary() is None, reason="nginx is not installed")
 
@@ -111,6 +120,95 @@ def test_a_budget_of_one_attempt_stops_the_check_with_one_line(v30, kind):
     assert "(budget 1 attempts, 60 s): " in message
 
 
+@pytest.fixture(scope="module")
+def reads_at(v30):
+    """``{(file, n): requests}``: the requests the check of ``v30`` over nginx makes before its
+    ``n``-th read of ``file`` (1: the first) begins, for every parquet and mp4 it reads
+    (counted by a fault-free proxy; one thread, so the requests come in one order)."""
+    starts: dict[tuple[str, int], int] = {}
+    seen: Counter = Counter()
+    with (
+        servers.serve_nginx(v30.parent) as server,
+        delaying_proxy(server.url) as proxy,
+        pytest.MonkeyPatch.context() as patch,
+    ):
+
+        def note(rel: str) -> None:
+            seen[rel] += 1
+            starts[rel, seen[rel]] = proxy.totals()["requests"]
+
+        def open_noted(checker, rel):
+            note(rel)
+            return opened(checker, rel)
+
+        def read_tasks_noted(meta):
+            note(TASKS)
+            return read_tasks(meta)
+
+        opened, read_tasks = v30_check._Checker.open, v30_check.read_tasks
+        patch.setattr(v30_check._Checker, "open", open_noted)
+        patch.setattr(v30_check, "read_tasks", read_tasks_noted)
+        report = check_v30(f"{proxy.url}/ds", "ds")
+    assert report.ok, report.summary()
+    return starts
+
+
+@needs_nginx
+@pytest.mark.parametrize(
+    "rel, n",
+    [
+        (EPISODES, 1),  # the episodes' columns
+        (TASKS, 1),  # the tasks
+        (DATA, 1),  # a data file's footer
+        (DATA, 2),  # its small columns
+        ("video", 1),  # an mp4's header
+    ],
+)
+def test_a_read_that_gives_up_stops_the_check_not_a_problem(v30, reads_at, rel, n):
+    if rel == "video":
+        rel = min(r for r, _ in reads_at if r.endswith(".mp4"))
+    budget = RetryBudget(attempts=1, seconds=60, read_timeout_s=0.5)
+    # every request from that read on fails: its first request gives up at once
+    faults = Faults(1.0, ("503",), start_after=reads_at[rel, n])
+    with (
+        servers.serve_nginx(v30.parent) as server,
+        delaying_proxy(server.url, 0, faults) as proxy,
+        pytest.raises(RemoteReadError) as caught,
+    ):
+        check_v30(f"{proxy.url}/ds", "ds", retry_budget=budget)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"{proxy.url}/ds/{rel}: gave up after 1 attempts in "), message
+    assert "(budget 1 attempts, 60 s): " in message
+
+
+@needs_nginx
+def test_a_damaged_remote_data_file_is_still_a_problem(v30, tmp_path):
+    served = tmp_path / "ds"
+    shutil.copytree(v30, served)
+    victim = served / DATA
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])  # no footer
+    with servers.serve_nginx(tmp_path) as server:
+        report = check_v30(f"{server.url}/ds", "ds", retry_budget=BUDGET)
+    unreadable = [p for p in report.problems if p.kind == "unreadable_file"]
+    assert unreadable and {p.file for p in unreadable} == {DATA}, report.summary()
+    assert all("unreadable parquet" in p.message for p in unreadable)
+
+
+@needs_nginx
+def test_a_remote_v30_source_over_plain_http_names_its_files(v30):
+    expected = LocalV30("ds", {"path": str(v30)}).files()
+    assert len(expected[0]) > 1 and len(expected[1]) > 1
+    with servers.serve_nginx(v30.parent) as server:  # nginx lists no folder
+        source = open_source("ds", {"url": f"{server.url}/ds"})
+        assert type(source) is RemoteV30
+        assert source.files() == expected
+        log = server.prefix / "access.log"
+        before = len(log.read_text())
+        assert source.files() == expected  # read once
+        assert log.read_text()[before:] == ""
+
+
 def _remote_source(endpoint: str, **conversion) -> RemoteV30:
     """The Hub stand-in's ``local/ds`` at ``v3.0`` as a source (its version named by its
     revision: opening it reads nothing), read at ``endpoint`` with ``conversion`` options."""
@@ -125,23 +223,24 @@ def _remote_source(endpoint: str, **conversion) -> RemoteV30:
     return source
 
 
-def test_a_remote_v30_sources_listing_is_retried_within_its_budget(v30, hub, monkeypatch):
+def test_a_remote_v30_sources_files_are_read_within_its_budget(v30, hub, monkeypatch):
     expected = LocalV30("ds", {"path": str(v30)}).files()
     assert expected[0] and expected[1]
-    listings = []
+    reads = []
 
     def spied(*args):
         fs, root = open_url(*args)
-        listings.append(FailedCalls(fs, ["glob"]))
+        reads.append(FailedCalls(fs, METADATA_READS))
         return fs, root
 
-    monkeypatch.setattr(v30_source, "open_url", spied)
+    monkeypatch.setattr(v30_reader, "open_url", spied)
     faults = Faults(0.5, HUB_KINDS, retry_after_s=0, seed=HUB_SEED)
     with delaying_proxy(hub.endpoint, 0, faults) as proxy:
         source = _remote_source(proxy.url, retry_attempts=30, retry_seconds=60)
         assert source.files() == expected
         injected = {k: v for k, v in proxy.totals().items() if k.startswith("faults_") and v}
-    assert injected and listings[0].counts["glob"] > 0, (listings[0].counts, injected)
+    failed = reads[0].counts
+    assert injected and set(failed) == set(METADATA_READS), (failed, injected)
     # the source's own budget: one attempt
     with (
         delaying_proxy(hub.endpoint, 0, Faults(1.0, ("503",))) as proxy,
@@ -150,5 +249,5 @@ def test_a_remote_v30_sources_listing_is_retried_within_its_budget(v30, hub, mon
         _remote_source(proxy.url, retry_attempts=1).files()
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith("datasets/local/ds@v3.0/data/*/*.parquet: gave up after 1 attempts")
+    assert message.startswith("datasets/local/ds@v3.0/meta/info.json: gave up after 1 attempts")
     assert "HfHubHTTPError: " in message

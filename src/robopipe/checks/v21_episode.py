@@ -31,6 +31,7 @@ from robopipe.formats.v21_repairs import (
 )
 from robopipe.layout import DEFAULT_FEATURES, V21_TASKS_PATH
 from robopipe.options import ConversionOptions
+from robopipe.retry import RemoteReadError
 
 
 class EpisodeChecker:
@@ -148,6 +149,8 @@ class EpisodeChecker:
             return None
         try:
             parquet = pq.ParquetFile(source.readable(path))
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
             problems.append(
                 Problem(
@@ -306,6 +309,8 @@ class EpisodeChecker:
             return []
         try:
             table = parquet.read(columns=columns, use_threads=False)
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
             return [
                 Problem(
@@ -442,6 +447,8 @@ class EpisodeChecker:
                 frames = stream.frames
                 duration = stream_duration_s(container, stream)
                 intact = intact_until(container, stream, files[rel][0], duration)
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except (av.FFmpegError, OSError) as exc:
             problems.append(
                 Problem("unreadable_file", f"cannot read video ({exc}); {fix}", episode, rel)

@@ -36,7 +36,9 @@ The dataset is read through fsspec, so a remote one (``hf://``, ``s3://``, ``htt
 checked the same way without downloading whole files: the metadata files, then range reads of
 the parquet footers and small columns, and of the mp4 headers and last GOPs. Every remote read,
 listing (``glob``, ``find``) and existence test is retried after transient faults within the
-``retry_budget`` (:mod:`robopipe.retry`).
+``retry_budget`` (:mod:`robopipe.retry`); one that still fails raises its
+:class:`~robopipe.retry.RemoteReadError` (one line: the URL and the last error), never a problem:
+a network give-up says nothing of the file, while a damaged file is ``unreadable_file``.
 """
 
 from __future__ import annotations
@@ -68,7 +70,9 @@ from robopipe.formats.v30_reader import (
     INFO_KEYS,
     DatasetMeta,
     cat_file,
+    episodes_files,
     exists,
+    named_files,
     open_file,
     open_url,
     read_tasks,
@@ -83,7 +87,6 @@ from robopipe.layout import (
     TASKS_PATH,
     VIDEO_PATH,
     episodes_path,
-    next_chunk_file,
 )
 from robopipe.retry import DEFAULT_BUDGET, RemoteReadError, RetryBudget, call
 
@@ -252,7 +255,8 @@ class _Checker:
         valid = self._check_episode_rows(episodes)
         if not templates_ok:
             return  # the files cannot be named
-        data_rows = self._check_data_files(episodes, valid, threads)
+        data_files, video_files = named_files(self.info, episodes, valid.tolist(), self.cameras)
+        data_rows = self._check_data_files(episodes, data_files, threads)
         total = self.info["total_frames"]
         if data_rows is not None and data_rows != total:
             self.add(
@@ -260,7 +264,7 @@ class _Checker:
                 f"the data files hold {data_rows} rows but info.json says total_frames={total}",
                 file=INFO_PATH,
             )
-        self._check_videos(episodes, valid, threads)
+        self._check_videos(episodes, video_files, threads)
 
     # -- info.json, templates, tasks, stats -----------------------------------------------
 
@@ -352,13 +356,22 @@ class _Checker:
         if self._locate(TASKS_PATH, "tasks file") is None:
             return None
         meta = DatasetMeta(
-            self.name, self.root, self.info, [], {}, root=self.root, _fs=(os.getpid(), self.fs)
+            self.name,
+            self.root,
+            self.info,
+            [],
+            {},
+            root=self.root,
+            retry_budget=self.budget,
+            _fs=(os.getpid(), self.fs),
         )
         try:
             tasks = read_tasks(meta)
         except DatasetError as exc:
             self.add("tasks", exc.reason, file=TASKS_PATH)
             return None
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except OSError as exc:
             self.add("unreadable_file", f"unreadable parquet ({exc})", file=TASKS_PATH)
             return None
@@ -433,10 +446,7 @@ class _Checker:
         wanted = self._episode_columns()
         parts: dict[str, list[np.ndarray]] = defaultdict(list)
         chunks_size = int(self.info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
-        chunk, file, walked = 0, 0, []
-        while exists(self.fs, self.path(episodes_path(chunk, file)), self.budget):
-            walked.append(episodes_path(chunk, file))
-            chunk, file = next_chunk_file(chunk, file, chunks_size)
+        walked = episodes_files(self.fs, self.root, chunks_size, self.budget)
         if not walked:
             self._locate(episodes_path(0, 0), "episodes metadata file")
             episodes.complete = False
@@ -464,6 +474,8 @@ class _Checker:
                     self.add("columns", f"column(s) {', '.join(absent)} missing", file=rel)
                     episodes.complete = False
                     continue
+            except RemoteReadError:
+                raise  # a network give-up says nothing of the file
             except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
                 self.add("unreadable_file", f"unreadable parquet ({exc}); {FIX}", file=rel)
                 episodes.complete = False
@@ -655,19 +667,11 @@ class _Checker:
             if rel not in self.report.files and rel not in KNOWN_EXTRA_FILES
         ]
 
-    def _template(self, key: str, **fields) -> str:
-        return self.info[key].format(**fields)
-
-    def _check_data_files(self, episodes: Episodes, valid: np.ndarray, threads: int) -> int | None:
-        """Check every data file; return the rows they hold (None when one is unreadable)."""
-        by_file: dict[str, list[int]] = defaultdict(list)
-        for row in valid.tolist():
-            rel = self._template(
-                "data_path",
-                chunk_index=int(episodes["data/chunk_index"][row]),
-                file_index=int(episodes["data/file_index"][row]),
-            )
-            by_file[rel].append(row)
+    def _check_data_files(
+        self, episodes: Episodes, by_file: dict[str, list[int]], threads: int
+    ) -> int | None:
+        """Check the data files the episode rows name (``by_file``: each with its rows) and
+        those there are; return the rows they hold (None when one is unreadable)."""
         on_disk = self._on_disk("data")
         for rel in sorted(on_disk - set(by_file)):
             self.add(
@@ -711,20 +715,15 @@ class _Checker:
         try:
             with self.open(rel) as source:
                 return pq.ParquetFile(source).metadata.num_rows
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except Exception as exc:  # ArrowInvalid / OSError: truncated or not a parquet
             return exc
 
-    def _check_videos(self, episodes: Episodes, valid: np.ndarray, threads: int) -> None:
-        jobs: dict[tuple[str, str], list[int]] = defaultdict(list)
-        for cam in self.cameras:
-            for row in valid.tolist():
-                rel = self._template(
-                    "video_path",
-                    video_key=cam,
-                    chunk_index=int(episodes[f"videos/{cam}/chunk_index"][row]),
-                    file_index=int(episodes[f"videos/{cam}/file_index"][row]),
-                )
-                jobs[cam, rel].append(row)
+    def _check_videos(
+        self, episodes: Episodes, jobs: dict[tuple[str, str], list[int]], threads: int
+    ) -> None:
+        """Check each ``(camera, video file)`` of ``jobs`` against the episode rows it holds."""
         usable = []
         for (cam, rel), rows in jobs.items():
             eps = [int(episodes["episode_index"][r]) for r in rows]

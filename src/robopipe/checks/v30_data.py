@@ -17,6 +17,7 @@ from robopipe.layout import (
     DEFAULT_FEATURES,
     TASKS_PATH,
 )
+from robopipe.retry import RemoteReadError
 
 
 class DataFileCheck:
@@ -45,6 +46,8 @@ class DataFileCheck:
                 small = [c for c in DEFAULT_FEATURES if c in names]
                 table = parquet.read(columns=small, use_threads=False)
             cols = {c: table.column(c).to_numpy() for c in small}
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except Exception as exc:  # ArrowInvalid / OSError: a damaged column chunk
             return problems + [
                 Problem("unreadable_file", f"unreadable parquet ({exc}); {FIX}", ep, rel)

@@ -9,6 +9,7 @@ from fractions import Fraction
 from robopipe.checks.report import Problem
 from robopipe.checks.v30_episodes import FIX, Episodes
 from robopipe.formats.v21_reader import declared_stream
+from robopipe.retry import RemoteReadError
 
 
 class VideoFileCheck:
@@ -39,6 +40,8 @@ class VideoFileCheck:
                 params = stream_params(stream)
                 duration = stream_duration_s(container, stream)
                 intact = intact_until(container, stream, size, duration)
+        except RemoteReadError:
+            raise  # a network give-up says nothing of the file
         except (av.FFmpegError, OSError) as exc:
             return [
                 Problem("unreadable_file", f"cannot read video ({exc}); {FIX}", ep, rel)

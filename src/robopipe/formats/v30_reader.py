@@ -12,8 +12,10 @@ from __future__ import annotations
 import io
 import json
 import os
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import fsspec
 import fsspec.asyn
@@ -26,9 +28,12 @@ from fsspec.spec import AbstractBufferedFile
 from robopipe import retry
 from robopipe.errors import DatasetError
 from robopipe.layout import (
+    DATA_PATH,
     DEFAULT_CHUNK_SIZE,
     INFO_PATH,
+    STATS_PATH,
     TASKS_PATH,
+    VIDEO_PATH,
     data_path,
     episodes_path,
     next_chunk_file,
@@ -354,6 +359,20 @@ def read_meta(
     Raises:
         DatasetError: not a v3.0 dataset, missing files, or episodes not numbered 0..n-1.
     """
+    meta = _info_only(url, name, storage_options, retry_budget)
+    meta.tasks = read_tasks(meta)
+    meta.episodes = _read_episodes(meta)
+    return meta
+
+
+def _info_only(
+    url: str, name: str | None, storage_options: dict | None, retry_budget: retry.RetryBudget
+) -> DatasetMeta:
+    """The dataset's :class:`DatasetMeta` with its info.json only (no tasks, no episodes).
+
+    Raises:
+        DatasetError: no info.json, or not a v3.0 dataset.
+    """
     fs, root = open_url(url, storage_options, retry_budget)
     name = name or root.rstrip("/").rsplit("/", 1)[-1]
     meta = DatasetMeta(
@@ -377,8 +396,6 @@ def read_meta(
             f"codebase_version {meta.info.get('codebase_version')!r}, expected 'v3.0'",
             file=meta.path(INFO_PATH),
         )
-    meta.tasks = read_tasks(meta)
-    meta.episodes = _read_episodes(meta)
     return meta
 
 
@@ -463,24 +480,142 @@ def _read_episodes(meta: DatasetMeta) -> dict[str, np.ndarray]:
     return episodes
 
 
-def read_episodes_table(meta: DatasetMeta, columns: list[str] | None = None) -> pa.Table:
+def read_episodes_table(
+    meta: DatasetMeta, columns: list[str] | None = None, files: list[str] | None = None
+) -> pa.Table:
     """``columns`` (None: all) of every ``meta/episodes/chunk-XXX/file-YYY.parquet`` file,
     concatenated in file order (found by walking the chunk and file numbers until one is
-    missing), each file's columns in the first file's order.
+    missing; or ``files``, those :func:`episodes_files` found), each file's columns in the
+    first file's order.
 
     Raises:
         DatasetError: no episodes file, or an unreadable one.
     """
     tables = []
-    chunk, file = 0, 0
-    chunks_size = int(meta.info.get("chunks_size", DEFAULT_CHUNK_SIZE))
-    while exists(meta.fs, meta.path(episodes_path(chunk, file)), meta.retry_budget):
-        tables.append(_read_parquet(meta, episodes_path(chunk, file), columns=columns))
+    if files is None:
+        chunks_size = int(meta.info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
+        files = episodes_files(meta.fs, meta.root, chunks_size, meta.retry_budget)
+    for rel in files:
+        tables.append(_read_parquet(meta, rel, columns=columns))
         columns = tables[0].column_names  # every later file's columns in the first's order
-        chunk, file = next_chunk_file(chunk, file, chunks_size)
     if not tables:
         raise DatasetError(meta.name, "no episodes metadata", file=meta.path(episodes_path(0, 0)))
     return pa.concat_tables(tables)
+
+
+def episodes_files(
+    fs: fsspec.AbstractFileSystem,
+    root: str,
+    chunks_size: int = DEFAULT_CHUNK_SIZE,
+    budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
+) -> list[str]:
+    """The ``meta/episodes`` files of the dataset at ``root`` (relative paths, in order),
+    found without a listing: ``chunk-000/file-000`` and each next one as lerobot numbers them
+    (:func:`robopipe.layout.next_chunk_file`, ``chunks_size`` files a chunk), until one is
+    missing. One existence test per file and one more, each retried within ``budget``.
+
+    Raises:
+        robopipe.retry.RemoteReadError: an existence test failed on every attempt.
+    """
+    found, chunk, file = [], 0, 0
+    while True:
+        rel = episodes_path(chunk, file)
+        if not exists(fs, f"{root}/{rel}" if root else rel, budget):
+            return found
+        found.append(rel)
+        chunk, file = next_chunk_file(chunk, file, chunks_size)
+
+
+def file_index_columns(cameras: Iterable[str]) -> list[str]:
+    """The ``meta/episodes`` columns that name each episode's data file and, per camera in
+    ``cameras``, its video file (what :func:`named_files` reads)."""
+    columns = ["data/chunk_index", "data/file_index"]
+    for cam in cameras:
+        columns += [f"videos/{cam}/chunk_index", f"videos/{cam}/file_index"]
+    return columns
+
+
+def named_files(
+    info: dict, episodes, rows: Iterable[int], cameras: Iterable[str]
+) -> tuple[dict[str, list[int]], dict[tuple[str, str], list[int]]]:
+    """The files that episode rows name, as lerobot 0.6.1 fills in info.json's templates.
+
+    Args:
+        info: ``meta/info.json`` (its ``data_path`` and ``video_path``; lerobot's own
+            templates where it has none).
+        episodes: the ``meta/episodes`` columns by name (numpy arrays, e.g. a dict), at least
+            :func:`file_index_columns` of ``cameras``.
+        rows: the row positions to name the files of.
+        cameras: the video keys whose files are named.
+
+    Returns:
+        ``(data, videos)``: each data file (relative path) -> the rows it holds, and each
+        ``(camera, video file)`` -> the rows it holds; files in the order their first row
+        names them (cameras in ``cameras`` order), rows in ``rows`` order.
+
+    Raises:
+        KeyError, ValueError, IndexError: a template that ``chunk_index``, ``file_index``
+            and ``video_key`` cannot fill in.
+    """
+    rows = list(rows)
+    data_template = info.get("data_path") or DATA_PATH
+    data: dict[str, list[int]] = {}
+    for row in rows:
+        rel = data_template.format(
+            chunk_index=int(episodes["data/chunk_index"][row]),
+            file_index=int(episodes["data/file_index"][row]),
+        )
+        data.setdefault(rel, []).append(row)
+    video_template = info.get("video_path") or VIDEO_PATH
+    videos: dict[tuple[str, str], list[int]] = {}
+    for cam in cameras:
+        for row in rows:
+            rel = video_template.format(
+                video_key=cam,
+                chunk_index=int(episodes[f"videos/{cam}/chunk_index"][row]),
+                file_index=int(episodes[f"videos/{cam}/file_index"][row]),
+            )
+            videos.setdefault((cam, rel), []).append(row)
+    return data, videos
+
+
+class DatasetFiles(NamedTuple):
+    """Every file a v3.0 dataset's metadata names, relative to its root, each list sorted."""
+
+    meta: list[str]  # info.json, stats.json, tasks.parquet, the meta/episodes files
+    data: list[str]
+    videos: list[str]
+
+
+def dataset_files(
+    url: str,
+    storage_options: dict | None = None,
+    retry_budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
+) -> DatasetFiles:
+    """The files of the v3.0 dataset at ``url`` as its metadata names them, without a listing
+    (a plain http server lists nothing): ``meta/info.json``, then the data and video file
+    indices of every ``meta/episodes`` file (:func:`episodes_files`, :func:`named_files`:
+    what the v3.0 check reads too). The metadata files are read whole; every read and
+    existence test is retried within ``retry_budget``.
+
+    Raises:
+        DatasetError: no ``meta/info.json``, not a v3.0 dataset, no episodes file, or an
+            unreadable one.
+        robopipe.retry.RemoteReadError: a read failed on every attempt.
+    """
+    meta = _info_only(url, None, storage_options, retry_budget)
+    cameras = meta.video_keys
+    columns = file_index_columns(cameras)
+    chunks_size = int(meta.info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
+    walked = episodes_files(meta.fs, meta.root, chunks_size, retry_budget)
+    table = read_episodes_table(meta, columns, walked)
+    episodes = {c: table.column(c).to_numpy() for c in columns}
+    data, videos = named_files(meta.info, episodes, range(table.num_rows), cameras)
+    return DatasetFiles(
+        sorted([INFO_PATH, STATS_PATH, TASKS_PATH, *walked]),
+        sorted(data),
+        sorted({rel for _cam, rel in videos}),
+    )
 
 
 def _read_parquet(meta: DatasetMeta, relative: str, columns: list[str] | None) -> pa.Table:

@@ -4,11 +4,11 @@ locally (rule ``local_copy``) only for the jobs that need local files."""
 
 from __future__ import annotations
 
+import functools
 import os
 
-from robopipe.formats.v30_reader import open_url
+from robopipe.formats.v30_reader import DatasetFiles, dataset_files
 from robopipe.layout import INFO_PATH, LOCAL_COPY_DIR
-from robopipe.retry import call
 from robopipe.sources.base import Local, V30Source, digest, tree_digest
 from robopipe.sources.remote import Remote, tagged_version
 
@@ -77,17 +77,20 @@ class RemoteV30(Remote, V30Source):
         return SCHEME_SOURCES.get(self.url.split("://", 1)[0])
 
     def files(self) -> tuple[list[str], list[str]]:
-        """Its data and video files, listed where it is (its local copy may not exist yet);
-        each listing retried within its ``retry_budget`` (``retry_*`` conversion options).
+        """Its data and video files, as its metadata names them where it is (its local copy
+        may not exist yet; a plain http server lists nothing): info.json and the file
+        indices of ``meta/episodes`` (:func:`robopipe.formats.v30_reader.dataset_files`),
+        read once, each read retried within its ``retry_budget`` (``retry_*`` conversion
+        options).
 
         Raises:
-            robopipe.retry.RemoteReadError: a listing failed on every attempt.
+            DatasetError: its metadata cannot be read (no info.json or episodes file).
+            robopipe.retry.RemoteReadError: a read failed on every attempt.
         """
+        named = self._named_files
+        return list(named.data), list(named.videos)
+
+    @functools.cached_property
+    def _named_files(self) -> DatasetFiles:
         budget = self.options.retry_budget
-        fs, root = open_url(self.url, self.storage_options(), budget)
-        base = fs._strip_protocol(root)
-        found = []
-        for pattern in (f"{root}/data/*/*.parquet", f"{root}/videos/*/*/*.mp4"):
-            paths = call(lambda pattern=pattern: fs.glob(pattern), pattern, budget)
-            found.append(sorted(fs._strip_protocol(p)[len(base) + 1 :] for p in paths))
-        return found[0], found[1]
+        return dataset_files(self.url, self.storage_options(), budget)
