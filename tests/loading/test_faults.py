@@ -13,7 +13,15 @@ from torch.utils.data import DataLoader
 
 from robopipe.bench import servers
 from robopipe.bench.latency import FAULT_KINDS, Faults, delaying_proxy
-from robopipe.formats.v30_reader import cat_file, open_file, open_url, read_ranges
+from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import (
+    cat_file,
+    open_data_file,
+    open_file,
+    open_url,
+    read_meta,
+    read_ranges,
+)
 from robopipe.loading import MapDataset, StreamingDataset, collate
 from robopipe.retry import RemoteReadError, RetryBudget, retries
 
@@ -111,3 +119,19 @@ def test_faults_beyond_the_budget_stop_the_workers_with_one_line(larger, nginx):
     while any(w.is_alive() for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(w.is_alive() for w in workers)  # no worker hangs on a stalled read
+
+
+@needs_nginx
+def test_a_data_file_whose_reads_give_up_is_the_one_line_not_a_bad_parquet(larger, nginx):
+    relative = sorted(larger.glob("data/*/*.parquet"))[0].relative_to(larger).as_posix()
+    budget = RetryBudget(attempts=2, seconds=3, read_timeout_s=0.5)
+    with delaying_proxy(nginx.url) as proxy:  # the requests reading the metadata
+        meta = read_meta(f"{proxy.url}/{larger.name}", retry_budget=budget)
+        reading_meta = proxy.totals()["requests"]
+    faults = Faults(1.0, ("503",), retry_after_s=0, start_after=reading_meta)
+    with delaying_proxy(nginx.url, 0, faults) as proxy:
+        meta = read_meta(f"{proxy.url}/{larger.name}", retry_budget=budget)
+        with pytest.raises(RemoteReadError) as caught:
+            open_data_file(meta, relative)
+    assert not isinstance(caught.value, DatasetError)
+    assert relative in str(caught.value) and "gave up after" in str(caught.value)

@@ -664,6 +664,7 @@ def open_data_file(meta: DatasetMeta, relative: str) -> tuple[pq.ParquetFile, np
 
     Raises:
         DatasetError: missing or unreadable file.
+        robopipe.retry.RemoteReadError: a remote read failed on every attempt.
     """
     path = meta.path(relative)
     try:
@@ -671,6 +672,8 @@ def open_data_file(meta: DatasetMeta, relative: str) -> tuple[pq.ParquetFile, np
         parquet = pq.ParquetFile(path if local else open_file(meta.fs, path, meta.retry_budget))
     except FileNotFoundError as err:
         raise DatasetError(meta.name, "missing file", file=path) from err
+    except retry.RemoteReadError:  # a server that kept failing: its one line, not bad data
+        raise
     except (pa.ArrowInvalid, OSError) as err:
         raise DatasetError(meta.name, f"unreadable parquet: {err}", file=path) from err
     metadata = parquet.metadata
@@ -696,9 +699,12 @@ def read_data_rows(
 
     Raises:
         DatasetError: unreadable row groups, or a column as :func:`read_data_file` says.
+        robopipe.retry.RemoteReadError: a remote read failed on every attempt.
     """
     try:
         table = parquet.read_row_groups(list(groups), columns=meta.data_keys, use_threads=False)
+    except retry.RemoteReadError:
+        raise
     except (pa.ArrowInvalid, KeyError, OSError) as err:
         raise DatasetError(meta.name, f"unreadable parquet: {err}", file=relative) from err
     return _data_columns(meta, table, relative)

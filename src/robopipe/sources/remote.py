@@ -17,6 +17,7 @@ from urllib.parse import quote
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import cat_file, open_url
 from robopipe.layout import INFO_PATH
+from robopipe.retry import RemoteReadError
 
 DEFAULT_HUB_REVISION = "v2.1"
 # a Hub revision that names a codebase version (lerobot tags v2.1, v3.0)
@@ -50,11 +51,14 @@ def read_remote_info(name: str, url: str, storage_options: Mapping) -> dict:
 
     Raises:
         DatasetError: it cannot be read or is not a JSON object.
+        robopipe.retry.RemoteReadError: the read failed on every attempt of the retry budget.
     """
     path = f"{url}/{INFO_PATH}"
     try:
         fs, fs_path = open_url(path, storage_options)
         info = json.loads(cat_file(fs, fs_path))  # retried (robopipe.retry)
+    except RemoteReadError:  # a server that kept failing: its one line, not a bad file
+        raise
     except (OSError, ValueError) as exc:
         raise DatasetError(name, f"cannot read it ({exc})", file=path) from exc
     if not isinstance(info, dict):
