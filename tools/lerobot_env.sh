@@ -42,9 +42,10 @@ fi
 "$venv/bin/python" -m pip install --upgrade pip
 # accelerate-dep: lerobot-train needs accelerate (benchmarks/lerobot_train_dropin.py runs it)
 # lerobot-lancedb 0.3.1 needs lancedb >= 0.37.1b0 (blob v2, fetch_blob_ranges): 0.37.1 is on PyPI
+# tenacity: robopipe's loaders retry with it, and lerobot-train imports them here (the drop-in)
 time "$venv/bin/python" -m pip install \
     torch==2.11.0 torchvision==0.26.0 torchcodec==0.11.1 "lerobot[dataset,accelerate-dep]==0.6.1" \
-    lerobot-lancedb==0.3.1 lancedb==0.37.1
+    lerobot-lancedb==0.3.1 lancedb==0.37.1 "tenacity>=8.2"
 "$venv/bin/python" -m pip check
 "$venv/bin/python" -c 'import lerobot, lerobot_lancedb, torch; from importlib.metadata import version
 print("lerobot", lerobot.__version__, "lerobot-lancedb", version("lerobot-lancedb"), "torch", torch.__version__)'
