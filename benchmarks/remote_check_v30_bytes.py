@@ -13,12 +13,10 @@ log) against the dataset's bytes, and both wall times. Usage::
 from __future__ import annotations
 
 import argparse
-import os
-import tempfile
 import time
 from pathlib import Path
 
-from robopipe.bench.hub_standin import dataset_files, serve_hub
+from robopipe.bench.hub_standin import dataset_files, serve_folder_to_this_process
 
 
 def main() -> None:
@@ -29,11 +27,7 @@ def main() -> None:
     root = args.folder.resolve()
     files = dataset_files(root)
     total = sum(p.stat().st_size for p in files)
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        serve_hub({"local/ds": {"main": root}}, lfs=("*.parquet", "*.mp4")) as hub,
-    ):
-        os.environ.update(hub.client_env(Path(tmp) / "hf_home"))
+    with serve_folder_to_this_process(root, "main") as hub:
         # imported after HF_ENDPOINT is set: huggingface_hub reads it on import
         from robopipe.checks.v30 import check_v30
 

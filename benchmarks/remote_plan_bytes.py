@@ -13,12 +13,11 @@ log, the bytes each read against the dataset's bytes (meta/, data/ and videos/).
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
 
-from robopipe.bench.hub_standin import dataset_files, serve_hub
+from robopipe.bench.hub_standin import dataset_files, serve_folder_to_this_process
 
 
 def main() -> None:
@@ -29,11 +28,7 @@ def main() -> None:
     root = args.folder.resolve()
     files = dataset_files(root)
     total = sum(p.stat().st_size for p in files)
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        serve_hub({"local/ds": {"v2.1": root}}, lfs=("*.parquet", "*.mp4")) as hub,
-    ):
-        os.environ.update(hub.client_env(Path(tmp) / "hf_home"))
+    with tempfile.TemporaryDirectory() as tmp, serve_folder_to_this_process(root, "v2.1") as hub:
         # imported after HF_ENDPOINT is set: huggingface_hub reads it on import
         from robopipe.checks.v21 import check_source
         from robopipe.conversion.plan import plan_remote

@@ -1,12 +1,15 @@
 """The stand-in answers as the Hub does where huggingface_hub depends on it."""
 
 import http.client
+import os
 import subprocess
 from urllib.parse import urlsplit
 
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import RemoteEntryNotFoundError
+
+from robopipe.bench.hub_standin import serve_folder_to_this_process
 
 MP4 = "videos/chunk-000/observation.images.front/episode_000000.mp4"
 
@@ -69,3 +72,16 @@ def test_served_bytes_count_ranges_and_whole_files(v21, hub_standin):
         connection.getresponse().read()
     assert hub.served_bytes(hub.requests[before:]) == 10 + (v21 / MP4).stat().st_size
     assert hub.served_bytes(hub.requests[:before]) == 0
+
+
+def test_a_folder_served_to_this_process_points_its_environment_there_and_back(v21, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", "https://huggingface.co")
+    monkeypatch.setenv("HF_HOME", "/nowhere/hf_home")
+    with serve_folder_to_this_process(v21, "v2.1") as hub:
+        assert os.environ["HF_ENDPOINT"] == hub.endpoint
+        assert os.environ["HF_HOME"] != "/nowhere/hf_home"
+        response = _head(hub.endpoint, f"/datasets/local/ds/resolve/v2.1/{MP4}")
+        assert response.status == 200
+        assert response.getheader("X-Linked-Size") == str((v21 / MP4).stat().st_size)  # LFS
+    assert os.environ["HF_ENDPOINT"] == "https://huggingface.co"
+    assert os.environ["HF_HOME"] == "/nowhere/hf_home"

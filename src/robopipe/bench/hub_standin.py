@@ -936,6 +936,27 @@ def dataset_files(root: Path) -> list[Path]:
 
 
 @contextlib.contextmanager
+def serve_folder_to_this_process(root: Path, revision: str) -> Iterator[HubStandin]:
+    """Serve the dataset folder ``root`` as repo ``local/ds`` at ``revision`` (its parquets and
+    mp4s as LFS files, as the Hub keeps them) and point this process's ``huggingface_hub`` at
+    it (``os.environ``, with a temporary ``HF_HOME``); the environment is restored on exit.
+    ``huggingface_hub`` reads the environment when it is imported, so import it, and what
+    imports it, inside the block. For scripts that measure what a reader of
+    ``hf://datasets/local/ds@<revision>`` requests (:attr:`HubStandin.requests`)."""
+    saved = dict(os.environ)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        serve_hub({"local/ds": {revision: root}}, lfs=("*.parquet", "*.mp4")) as hub,
+    ):
+        os.environ.update(hub.client_env(Path(tmp) / "hf_home"))
+        try:
+            yield hub
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+@contextlib.contextmanager
 def serve_hub(
     repos: dict[str, dict[str, str | Path]],
     *,
