@@ -29,6 +29,9 @@ TASKS_PATH = "meta/tasks.parquet"
 # names them use these. {chunk} and {file} are 3-digit strings (format with :func:`chunk_file`).
 RESULTS_DIR = "results/{dataset}"
 PLAN_FILE = RESULTS_DIR + "/plan.json"
+# the main Snakemake's parse-time plan of a local source, which the plan job reuses where no
+# source file changed (robopipe.conversion.plan.reuse_plan); beside Snakemake's own state
+PARSE_TIME_PLAN_FILE = ".snakemake/robopipe/{dataset}/plan.json"
 SHARD_DIR = RESULTS_DIR + "/shards/{shard}"
 SHARD_DATA = "data.parquet"  # a shard job's rows, in SHARD_DIR
 SHARD_STATS = "stats.json"  # stats the compute_missing_stats repair computed, in SHARD_DIR

@@ -1,18 +1,26 @@
 """The plan: lerobot 0.6.1's file assignment and the shards."""
 
+import json
 import math
+import os
 import random
+import shutil
 
 import pytest
 
 from robopipe.conversion.plan import (
     EPISODE_WORK_MB,
+    Plan,
     PlannedEpisode,
     assign_files,
     load_plan,
     make_plan,
     make_shards,
+    reuse_plan,
+    save_parse_time_plan,
+    source_signature,
 )
+from robopipe.errors import DatasetError
 from robopipe.formats.v21_reader import load_source
 from robopipe.layout import next_chunk_file
 from robopipe.options import ConversionOptions
@@ -215,3 +223,63 @@ def test_options_from_config_layers_and_unknown_keys():
     assert options.chunks_size == 7 and options.data_file_size_in_mb == 100
     with pytest.raises(ValueError, match="episodes_per_batch"):
         ConversionOptions.from_config({"episodes_per_batch": 3})
+
+
+def _saved_parse_time_plan(make_v21, tmp_path, options):
+    """A copy of a v2.1 demo, and its parse-time plan saved as the main Snakemake saves it."""
+    root = tmp_path / "src"
+    shutil.copytree(make_v21(episodes=6), root)
+    source = load_source(root, "demo")
+    signature = source_signature(root)
+    save_parse_time_plan(make_plan(source, options, check_stats=False), signature, tmp_path / "p")
+    return root, tmp_path / "p"
+
+
+def test_the_plan_job_reuses_the_parse_time_plan_of_unchanged_files(make_v21, tmp_path):
+    options = ConversionOptions(data_file_size_in_mb=0.002, episodes_per_shard=4)
+    root, saved = _saved_parse_time_plan(make_v21, tmp_path, options)
+    source = load_source(root, "demo")
+    assert reuse_plan(saved, source, options) == make_plan(source, options)
+    # another dataset name, source folder or options: not this plan
+    assert reuse_plan(saved, load_source(root, "other"), options) is None
+    assert reuse_plan(saved, source, ConversionOptions(data_file_size_in_mb=0.002)) is None
+    moved = tmp_path / "moved"
+    shutil.copytree(root, moved, copy_function=os.link)
+    assert reuse_plan(saved, load_source(moved, "demo"), options) is None
+    # missing, or not a saved plan: none either
+    assert reuse_plan(tmp_path / "absent", source, options) is None
+    (tmp_path / "bad").write_text("{}")
+    assert reuse_plan(tmp_path / "bad", source, options) is None
+
+
+@pytest.mark.parametrize("change", ["rewrite_parquet", "add_mp4", "touch_episodes"])
+def test_a_changed_source_file_makes_the_plan_again(make_v21, tmp_path, change):
+    options = ConversionOptions()
+    root, saved = _saved_parse_time_plan(make_v21, tmp_path, options)
+    parquet = next(root.glob("data/*/episode_000001.parquet"))
+    if change == "rewrite_parquet":  # same size, new mtime: a footer may differ
+        data = parquet.read_bytes()
+        parquet.unlink()
+        parquet.write_bytes(data)
+        os.utime(parquet, ns=(0, 1))
+    elif change == "add_mp4":
+        mp4 = next(root.glob("videos/**/*.mp4"))
+        shutil.copy(mp4, mp4.with_name("episode_000099.mp4"))
+    else:
+        episodes = root / "meta" / "episodes.jsonl"
+        episodes.write_text(episodes.read_text())
+        os.utime(episodes, ns=(0, 1))
+    assert reuse_plan(saved, load_source(root, "demo"), options) is None
+
+
+def test_a_reused_plan_still_checks_the_stats(make_v21, tmp_path):
+    options = ConversionOptions()
+    root, saved = _saved_parse_time_plan(make_v21, tmp_path, options)
+    stats = root / "meta" / "episodes_stats.jsonl"
+    lines = stats.read_text().splitlines()
+    stats.write_text("\n".join(lines[:-1]) + "\n")
+    # planned after the change (the parse-time plan does not read the stats)
+    plan = Plan.from_json(json.loads(saved.read_text())["plan"])
+    save_parse_time_plan(plan, source_signature(root), saved)
+    with pytest.raises(DatasetError, match="no stats for this episode"):
+        reuse_plan(saved, load_source(root, "demo"), options)

@@ -56,6 +56,8 @@ def test_workflow_output_equals_the_in_process_conversion(
     validation = json.loads((tmp_path / "results/ds/validation.json").read_text())
     assert validation["episodes"] == 12
     assert (tmp_path / "results/jobs/ds/shard/shard-000000.tsv").is_file()
+    # the plan job reused the parse-time plan (no footer read twice), and it made these files
+    assert "the parse-time plan" in (tmp_path / "results/logs/ds/plan.log").read_text()
 
 
 def test_bad_input_stops_the_run_with_a_clear_message(make_v21, tmp_path, run_snakemake):

@@ -14,6 +14,7 @@ from robopipe.layout import (
     BENCH_RESULT,
     COPY_FILE,
     LEROBOT_CONVERT_FILE,
+    PARSE_TIME_PLAN_FILE,
     PUBLISHED_INFO,
 )
 from robopipe.workflow import bench as bench_jobs
@@ -55,6 +56,7 @@ DATASETS = Datasets(
     checkpoint_plan=lambda name: checkpoints.plan.get(dataset=name).output.plan,
     refuse=stop,
     in_job=workflow.remote_exec,
+    saved_plans=PARSE_TIME_PLAN_FILE,
 )
 if DATASETS.problems:
     stop(DATASETS.problems)

@@ -14,7 +14,13 @@ from collections.abc import Callable
 
 from robopipe.checks.report import write_report
 from robopipe.checks.v21 import check_source
-from robopipe.conversion.plan import Plan, load_plan, make_plan
+from robopipe.conversion.plan import (
+    Plan,
+    load_plan,
+    make_plan,
+    save_parse_time_plan,
+    source_signature,
+)
 from robopipe.errors import DatasetError
 from robopipe.layout import LOG_FILE, PLAN_FILE
 from robopipe.sources import Source, open_source
@@ -55,6 +61,9 @@ class Datasets:
             them and stop; default: raise :class:`UnplannableSource`).
         in_job: whether this Snakemake runs one job of a run (a cluster job: remote mode),
             which reads a parse-time plan back from the plan job's output (:meth:`plan`).
+        saved_plans: where each parse-time plan is saved for the plan job to reuse, a path
+            with ``{dataset}`` (the rules: :data:`robopipe.layout.PARSE_TIME_PLAN_FILE`;
+            default None: not saved).
 
     A source whose version cannot be read (a remote info.json) is left out of the sources and
     named in :attr:`problems`, one ``robopipe: ...`` line each. Parse-time plans are made once;
@@ -68,6 +77,7 @@ class Datasets:
         checkpoint_plan: Callable[[str], str] | None = None,
         refuse: Callable[[list[str]], None] = _raise,
         in_job: bool = False,
+        saved_plans: str | None = None,
     ):
         self.config = config
         self.sources: dict[str, Source] = {}
@@ -80,6 +90,7 @@ class Datasets:
         self._checkpoint_plan = checkpoint_plan
         self._refuse = refuse
         self._in_job = in_job
+        self._saved_plans = saved_plans
         # per instance, not per class: functools.cache on methods would outlive the config
         self._parse_time_plan = functools.cache(self._make_parse_time_plan)
         self._written_plan = functools.cache(load_plan)
@@ -125,8 +136,9 @@ class Datasets:
     def _make_parse_time_plan(self, name: str) -> Plan:
         source = self[name]
         try:
+            signature = source_signature(source.folder)  # before the files are read
             # the plan job reads episodes_stats.jsonl (check_stats); the DAG needs no stats
-            return make_plan(source.v21, source.options, check_stats=False)
+            plan = make_plan(source.v21, source.options, check_stats=False)
         except DatasetError as exc:
             checked = check_source(source.folder, name, source.options)
             if checked.problems:
@@ -136,6 +148,9 @@ class Datasets:
             raise UnplannableSource(
                 [f"robopipe: {exc}", "robopipe: run `snakemake check` for every problem"]
             ) from exc
+        if self._saved_plans:
+            save_parse_time_plan(plan, signature, self._saved_plans.format(dataset=name))
+        return plan
 
     def known_episodes(self, name: str) -> int | None:
         """The dataset's episode count where it is known before a job runs: its parse-time
