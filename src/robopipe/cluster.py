@@ -12,9 +12,11 @@
 - interrupts: SIGTERM acts as Ctrl-C; both cancel every job of this run (``scancel`` by the run's
   job name, so jobs whose ``sbatch`` was still in flight go too) and the run exits within
   seconds (the status loop's sleep wakes on shutdown);
-- status checks at a quarter of the youngest running job's age (at least the plugin's
-  ``init_seconds_before_status_checks``, at most its own interval): a 10 s job is seen finished
-  within a few seconds instead of after the plugin's growing interval (2, 12, 22 ... s);
+- status checks at a quarter of the youngest running job's age, at most
+  :data:`MAX_STATUS_INTERVAL_S` apart (but never more often than the plugin's
+  ``init_seconds_before_status_checks``, nor later than its own interval): a 10 s job is seen
+  finished within a few seconds, a long one within 10 s, instead of after the plugin's growing
+  interval (2, 12, 22 ... s up to 180 s);
 - the account: left unset (``slurm_account``), the user's default account is read from
   ``sacctmgr`` once, or the jobs are submitted without one, with one line saying which (the
   plugin's own guess runs ``sacct`` with a broken argument and warns on every run).
@@ -55,6 +57,10 @@ STUCK_REASONS = (
     "QOSMax",
 )
 STUCK_PENDING_S = 60  # default of config slurm.stuck_pending_s
+# Longest wait between two status checks once a job has run a while: one squeue call for the
+# whole run, and a stage whose last job ended waits at most this long for the next stage
+# (the quarter-of-age rule alone waited 25 s after 100 s shards: docs/cluster.md).
+MAX_STATUS_INTERVAL_S = 10.0
 COMMAND_TIMEOUT_S = 30  # any sinfo/squeue/scancel/sacctmgr call
 
 
@@ -255,6 +261,16 @@ def default_account() -> str | None:
     return out.strip() or None
 
 
+def next_status_check_s(current_s: float, floor_s: float, ages_s: list[float]) -> float:
+    """Seconds until the next status check: a quarter of the youngest running job's age
+    (``ages_s``, seconds since each was first seen), at most :data:`MAX_STATUS_INTERVAL_S`,
+    at least ``floor_s`` (the plugin's ``init_seconds_before_status_checks``) and at most
+    ``current_s`` (the plugin's own interval); ``current_s`` where no job runs."""
+    if not ages_s:
+        return current_s
+    return min(current_s, max(floor_s, min(min(ages_s) / 4, MAX_STATUS_INTERVAL_S)))
+
+
 def _interrupt(signum, frame):
     raise KeyboardInterrupt
 
@@ -340,11 +356,11 @@ def install() -> None:
                 continue
             yield j
         ages = [now - state.first_seen.setdefault(j.external_jobid, now) for j in still]
-        floor = self.workflow.executor_settings.init_seconds_before_status_checks
-        if ages:
-            self.next_seconds_between_status_checks = min(
-                self.next_seconds_between_status_checks, max(floor, min(ages) / 4)
-            )
+        self.next_seconds_between_status_checks = next_status_check_s(
+            self.next_seconds_between_status_checks,
+            self.workflow.executor_settings.init_seconds_before_status_checks,
+            ages,
+        )
 
     async def sleep_until_shutdown(self):
         deadline = time.monotonic() + self.next_seconds_between_status_checks

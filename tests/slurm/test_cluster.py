@@ -72,6 +72,16 @@ def test_time_limits_and_fit():
     assert "time limit" in cluster.misfit(cluster.Request(1, 1, 100, 61), partition)
 
 
+def test_status_checks_follow_the_youngest_job_within_bounds():
+    check = cluster.next_status_check_s
+    assert check(12.0, 2.0, [8.0, 100.0]) == 2.0  # a quarter of 8 s, the floor being 2 s
+    assert check(12.0, 2.0, [20.0]) == 5.0
+    assert check(22.0, 2.0, [100.0]) == cluster.MAX_STATUS_INTERVAL_S  # not 25 s
+    assert check(4.0, 2.0, [100.0]) == 4.0  # never later than the plugin's own interval
+    assert check(40.0, 40.0, [100.0]) == 40.0  # never more often than its initial interval
+    assert check(32.0, 2.0, []) == 32.0  # no job running: the plugin's interval
+
+
 def test_an_impossible_request_is_refused_before_any_submission(
     slurm_cluster, source, tmp_path, run_snakemake, slurm_args
 ):
