@@ -34,15 +34,10 @@ from pathlib import Path
 from robopipe.atomic import write_json
 from robopipe.formats.v21_reader import STATS_FIX, V21Source
 from robopipe.formats.v21_repairs import repairs_of, undeclared_columns_to
-from robopipe.layout import (
-    DATASET_FOLDERS,
-    V21_EPISODES_STATS_PATH,
-    data_path,
-    next_chunk_file,
-    video_path,
-)
+from robopipe.layout import V21_EPISODES_STATS_PATH, data_path, next_chunk_file, video_path
 from robopipe.options import ConversionOptions
 from robopipe.source_cache import list_remote, load_v21
+from robopipe.sources.base import tree_digest
 
 MIB = 2**20
 PLAN_VERSION = 4
@@ -263,38 +258,19 @@ def load_plan(path: str | Path) -> Plan:
     return Plan.from_json(json.loads(Path(path).read_text(encoding="utf-8")))
 
 
-def source_signature(root: str | Path) -> str:
-    """SHA-256 hex digest of the relative path, size and mtime (ns) of every file in the v2.1
-    source folder ``root``'s ``meta/``, ``data/`` and ``videos/``, in path order: one
-    ``stat`` a file (``os.scandir``), no file opened. Every file :func:`make_plan` reads is
-    there, so a plan made while the digest was this one still holds while it is unchanged."""
-    prefix = os.fspath(root).rstrip("/") + "/"
-    digest = hashlib.sha256()
-    folders = list(reversed(DATASET_FOLDERS))
-    while folders:  # depth first, in name order
-        folder = folders.pop()
-        try:
-            entries = sorted(os.scandir(prefix + folder), key=lambda entry: entry.name)
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        lines, subfolders = [], []
-        for entry in entries:
-            path = f"{folder}/{entry.name}"
-            if entry.is_dir():
-                subfolders.append(path)
-            else:
-                stat = entry.stat()
-                lines.append(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\n")
-        digest.update("".join(lines).encode())
-        folders.extend(reversed(subfolders))
-    return digest.hexdigest()
-
-
 def save_parse_time_plan(plan: Plan, signature: str, path: str | Path) -> None:
     """Write ``plan``, made by the main Snakemake while it built the DAG from the files whose
     :func:`source_signature` was ``signature`` (taken before planning), to ``path``
     (atomically), for the plan job (:func:`reuse_plan`)."""
     write_json(path, {"signature": signature, "plan": plan.to_json()}, indent=None)
+
+
+def source_signature(root: str | Path) -> str:
+    """The digest of every file's path, size and mtime in the v2.1 source folder ``root``
+    (:func:`robopipe.sources.base.tree_digest` with ``stat_every_file``; no file opened):
+    every file :func:`make_plan` reads is there, so a plan made while the digest was this one
+    still holds while it is unchanged."""
+    return tree_digest(os.fspath(root), stat_every_file=True)
 
 
 def reuse_plan(path: str | Path, source: V21Source, options: ConversionOptions) -> Plan | None:
@@ -304,9 +280,9 @@ def reuse_plan(path: str | Path, source: V21Source, options: ConversionOptions) 
     or it is unreadable, of another plan version or stale (then make the plan again).
 
     The plan job reuses the main Snakemake's parse-time plan this way instead of reading every
-    parquet footer a second time (26 s of its 44 s at 20,000 episodes on SLURM,
-    docs/cluster.md). What the parse-time plan leaves out is done here: the check of
-    ``episodes_stats.jsonl`` (make_plan's ``check_stats``).
+    parquet footer a second time (at 20,000 episodes on SLURM the plan stage took 35-44 s, 26 s
+    of it the footers; now 18-23 s: docs/cluster.md). What the parse-time plan leaves out is
+    done here: the check of ``episodes_stats.jsonl`` (make_plan's ``check_stats``).
 
     Raises:
         DatasetError: as make_plan's stats check.

@@ -63,10 +63,13 @@ class Local:
         return self._info
 
 
-def tree_digest(root: str) -> str:
+def tree_digest(root: str, *, stat_every_file: bool = False) -> str:
     """A SHA-256 digest of the ``[size, mtime_ns]`` of the v2.1 meta files in folder ``root``
-    that exist (of a v3.0 folder: its info.json) and of every file's path (names only, listed
-    without a stat): an added, removed or renamed file, or a changed meta file, changes it."""
+    that exist (of a v3.0 folder: its info.json) and of every file's path relative to ``root``
+    (names only, listed without a stat): an added, removed or renamed file, or a changed meta
+    file, changes it. With ``stat_every_file``, every file's ``[size, mtime_ns]`` too (one stat
+    a file: 0.4 s for 80,000 files here), so that a file rewritten in place changes it as well.
+    """
     hashed = hashlib.sha256()
     for rel in V21_META_FILES:
         try:
@@ -76,7 +79,15 @@ def tree_digest(root: str) -> str:
         hashed.update(f"{rel}: {stat.st_size} {stat.st_mtime_ns}\n".encode())
     for folder, dirs, file_names in os.walk(root):
         dirs.sort()
-        hashed.update(f"{folder}\n{'/'.join(sorted(file_names))}\n".encode())
+        names = sorted(file_names)
+        hashed.update(f"{os.path.relpath(folder, root)}\n{'/'.join(names)}\n".encode())
+        if stat_every_file:
+            folder_fd = os.open(folder, os.O_RDONLY)  # stat by name: a third faster than paths
+            try:
+                stats = [os.stat(name, dir_fd=folder_fd) for name in names]
+            finally:
+                os.close(folder_fd)
+            hashed.update("".join(f"{s.st_size} {s.st_mtime_ns}\n" for s in stats).encode())
     return hashed.hexdigest()
 
 

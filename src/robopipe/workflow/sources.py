@@ -136,7 +136,8 @@ class Datasets:
     def _make_parse_time_plan(self, name: str) -> Plan:
         source = self[name]
         try:
-            signature = source_signature(source.folder)  # before the files are read
+            # the files' state before they are read, for the plan job to reuse this plan
+            signature = source_signature(source.folder) if self._saved_plans else ""
             # the plan job reads episodes_stats.jsonl (check_stats); the DAG needs no stats
             plan = make_plan(source.v21, source.options, check_stats=False)
         except DatasetError as exc:
