@@ -13,6 +13,16 @@ One episode (v2.1 ``meta/episodes_stats.jsonl``, v3.0 ``stats/*`` episodes colum
 
 Many episodes (v3.0 ``meta/stats.json``): lerobot 0.6.1 ``datasets/compute_stats.py:582``
 ``aggregate_feature_stats`` and ``:622`` ``aggregate_stats`` (:func:`aggregate_stats`).
+
+NaN and inf are kept, as lerobot keeps them: its reductions are numpy's plain ones, not the
+``nan*`` ones (0.3.3 ``compute_stats.py:75``: ``np.min``, ``np.max``, ``np.mean``, ``np.std``;
+0.6.1's episode stats, ``RunningQuantileStats`` at ``compute_stats.py:30``, and its
+aggregation at ``:582``: the same, ``np.minimum``/``np.maximum`` and weighted sums). So a NaN
+in a dimension makes that dimension's min, max, mean and std NaN, and an inf makes its min or
+max ``±inf``, its mean ``±inf`` (NaN where both signs meet) and its std NaN, in an episode's
+stats and in the dataset's alike; JSON holds them as Python's ``json`` writes them (``NaN``,
+``Infinity``, ``-Infinity``), as lerobot's files do. Nothing is skipped or replaced: finding
+such values is the quality stage's job.
 """
 
 from __future__ import annotations
