@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Create the peer environment in .venv-lerobot/ (repo root): Python 3.12 with lerobot 0.6.1 and
 # lerobot-lancedb 0.3.1 (LanceDBDataset, lerobot-lance-convert, lerobot-lance-doctor), pinned.
-# robopipe runs its peer loaders, the lance copy and the doctor in it (robopipe.bench.peers:
-# the default bench.lerobot_python), as do robopipe-lerobot-compat, benchmarks/convert_speed.py
+# robopipe runs its peer loaders, the lance copy and the doctor in it (robopipe.peer_env: the
+# default bench.lerobot_python), as do robopipe-lerobot-compat, benchmarks/convert_speed.py
 # and the opt-in compatibility tests; robopipe itself never imports lerobot.
 # Usage: tools/lerobot_env.sh, or tools/install.sh --peers (re-running is safe: pip skips what
 # is installed)

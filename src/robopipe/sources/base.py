@@ -102,7 +102,6 @@ class Source(ABC):
             first use, where it is read at all).
 
     Class attributes a kind sets:
-        kind: what the source is, in words (``local v2.1``, ``remote v3.0``, ...).
         version: the LeRobot codebase version it is read as (``v2.0``, ``v2.1``, ``v3.0``).
         converted: whether it is converted here (else read where it is).
         parse_time_plan: whether its conversion is planned while the DAG is built (a local
@@ -112,7 +111,6 @@ class Source(ABC):
             (robopipe.workflow.groups).
     """
 
-    kind: str
     version: str
     converted: bool
     parse_time_plan = False
@@ -199,7 +197,7 @@ class Source(ABC):
         return [self.folder]
 
     def remote_listing(self) -> dict:
-        """The ``plan`` job's keywords of a remote source (robopipe.source_cache.plan_remote:
+        """The ``plan`` job's keywords of a remote source (robopipe.conversion.plan.plan_remote:
         ``url``, ``cache``, ``storage_options``); ``{}`` for a local folder."""
         return {}
 

@@ -56,11 +56,7 @@ class V20:
 class LocalV20(V20, LocalV21):
     """A local v2.0 folder."""
 
-    kind = "local v2.0"
-
 
 class RemoteV20(V20, RemoteV21):
     """A v2.0 dataset at a URL or on the Hub (fetched as a v2.1 one: the shard jobs fetch the
     mp4s too, for the stats)."""
-
-    kind = "remote v2.0"
