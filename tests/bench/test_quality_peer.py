@@ -14,9 +14,11 @@ from robopipe import peer_env
 from robopipe.bench.quality_peer import (
     compare_findings,
     doctor_findings,
+    doctor_root,
     quality_peer,
     run_lerobot_doctor,
 )
+from robopipe.sources import Demo, LocalV21, RemoteV30
 
 REPO = Path(__file__).resolve().parents[2]
 PEER_PYTHON = str(REPO / peer_env.DEFAULT_PEER_PYTHON)
@@ -203,3 +205,11 @@ def test_a_doctor_past_its_timeout_is_killed(nan_in_episode_2):
     result = run_lerobot_doctor(nan_in_episode_2, PEER_PYTHON, timeout_s=0.2)
     assert result["timed_out"] and result["report"] is None and result["wall_s"] < 30
     assert "killed after the timeout" in result["error"]
+
+
+def test_the_doctor_reads_the_folder_the_quality_checks_read_and_no_remote_source(tmp_path):
+    local = LocalV21("d", {"path": str(tmp_path)})
+    assert doctor_root(local) == str(tmp_path)
+    assert doctor_root(Demo("demo", {"demo": {}})) == "results/demo/demo"
+    remote = RemoteV30("r", {"url": "s3://bucket/r"}, info={"codebase_version": "v3.0"})
+    assert doctor_root(remote) is None

@@ -17,7 +17,8 @@ Per-Episode Summary. Its ``--json`` report is a list of groups, each with a seve
 the message's topic stands for (:data:`TOPICS`; empty for the doctor's own topics, such as
 training readiness), ``episode_index`` None where the message names no episode.
 :func:`compare_findings` sets them beside robopipe's findings, episode by episode.
-:func:`quality_peer` does both for the workflow's rule ``quality_peer``.
+:func:`quality_peer` does both for the workflow's rule ``quality_peer`` (on
+:func:`doctor_root`'s folder).
 
 Importing this module imports nothing heavy.
 """
@@ -41,6 +42,10 @@ from robopipe.peer_env import NO_PEERS, peer_version
 DOCTOR = "lerobot-doctor"  # the console script next to the peer interpreter
 DOCTOR_PACKAGE = "lerobot-doctor"  # its distribution, pinned by tools/lerobot_env.sh
 SEVERITIES = {"WARN": "warning", "FAIL": "error"}  # lerobot-doctor's, as robopipe's words
+# the workflow's cap on lerobot-doctor's wall time: a peer's opinion, not worth holding the
+# run longer (on the DROID-shaped 20k episodes it has not finished after 1,500 s); past it,
+# doctor.json says timed_out and holds no verdicts
+DOCTOR_TIMEOUT_S = 1800.0
 # robopipe's findings that count in the comparison (robopipe.quality severities)
 COMPARED_SEVERITIES = ("error", "warning")
 
@@ -68,6 +73,7 @@ TOPICS: tuple[tuple[re.Pattern, tuple[str, ...]], ...] = tuple(
             ("timestamp_drift",),
         ),
         (r"failed to decode", ("unreadable_video",)),
+        (r"unreadable file", ("unreadable_file",)),
         (r"video files? missing|files missing", ("missing_file",)),
     )
 )
@@ -280,6 +286,13 @@ def compare_findings(quality: Mapping, doctor: Iterable[Mapping]) -> dict:
         "per_check": dict(sorted(per_check.items())),
         "doctor_truncated": sum(f["truncated"] for f in doctor),
     }
+
+
+def doctor_root(source) -> str | None:
+    """The folder lerobot-doctor reads for a dataset's :class:`robopipe.sources.Source`: the
+    one its quality checks read (a local v2.x or v3.0 folder, a generated source's folder);
+    None for a remote source (lerobot-doctor reads local files, or downloads from the Hub)."""
+    return None if source.kind.startswith("remote") else source.folder
 
 
 def quality_peer(
