@@ -46,6 +46,7 @@ __all__ = [
     "quality_figures",
     "signal_findings",
     "signals",
+    "worst_per_column",
 ]
 
 # the checks that flag a stretch of a camera's frames (robopipe.quality)
@@ -130,11 +131,8 @@ def episodes_strip(
     table = episodes.sort_values("episode_index")
     ranks = np.stack([table[c].map(_rank).fillna(0).to_numpy(np.int8) for c in names])
     first, last = int(table["episode_index"].iloc[0]), int(table["episode_index"].iloc[-1])
-    per_column = -(-ranks.shape[1] // MAX_STRIP_COLUMNS)
+    ranks, per_column = worst_per_column(ranks)
     if per_column > 1:
-        padded = np.zeros((len(names), -(-ranks.shape[1] // per_column) * per_column), np.int8)
-        padded[:, : ranks.shape[1]] = ranks
-        ranks = padded.reshape(len(names), -1, per_column).max(axis=2)
         title += f" (each column the worst of {per_column} consecutive episodes)"
     colours = ["#f4f4f4", *(SEVERITY_COLOURS[s] for s in SEVERITIES)]
     fig, ax = plt.subplots(figsize=(WIDTH_IN, 1.6 + 0.28 * len(names)), layout="constrained")
@@ -150,6 +148,20 @@ def episodes_strip(
     fig.legend(handles=handles, loc="outside lower center", ncols=3)
     fig.suptitle(title)
     return save(fig, stem)
+
+
+def worst_per_column(
+    ranks: np.ndarray, max_columns: int = MAX_STRIP_COLUMNS
+) -> tuple[np.ndarray, int]:
+    """``ranks`` (int8 ``(checks, episodes)``, 0-3: none, info, warning, error) in at most
+    ``max_columns`` columns: each the largest rank of a run of ``per_column`` consecutive
+    episodes (the last run may be shorter). Returns ``(columns, per_column)``."""
+    per_column = max(1, -(-ranks.shape[1] // max_columns))
+    if per_column == 1:
+        return ranks, 1
+    padded = np.zeros((ranks.shape[0], -(-ranks.shape[1] // per_column) * per_column), np.int8)
+    padded[:, : ranks.shape[1]] = ranks
+    return padded.reshape(ranks.shape[0], -1, per_column).max(axis=2), per_column
 
 
 def camera_findings(report: Mapping) -> list[Mapping]:
