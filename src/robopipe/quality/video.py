@@ -1,0 +1,349 @@
+"""Decode the frames the camera checks need, and find frozen and black stretches in them.
+
+Frames are decoded at the times ``from_timestamp + i / fps`` of the episode's frames ``i``
+(v2.x: ``from_timestamp`` is 0). On the CPU, PyAV decodes only what is needed: it seeks to the
+keyframe before a wanted frame when a keyframe lies between the last decoded frame and it (the
+keyframes come from the mp4's own index, :func:`robopipe.mp4.plain_track`, for a local file;
+otherwise from the intervals seen so far), and decodes forward from there; each wanted frame is
+scaled down to a thumbnail as it is converted. On a CUDA GPU, torchcodec's NVDEC decoder gives
+the wanted frames (``get_frames_played_at``); where it cannot (no GPU, no torchcodec, a codec
+NVDEC lacks) the CPU decodes them, and the reason is kept for quality.json's ``decode`` section.
+
+The checks compare thumbnails' luma (Rec. 601 weights of RGB, 0-255): a frame is *black*
+when its mean luma is at most ``black_luma``; two frames are the *same picture* when their
+mean absolute luma difference is at most ``frozen_camera_diff``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import av
+import numpy as np
+
+from robopipe.errors import DatasetError
+from robopipe.mp4 import plain_track
+from robopipe.remux import MP4
+
+THUMB_WIDTH = 64  # pixels: thumbnails keep the aspect ratio
+LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R BT.601
+
+
+@dataclass
+class DecodeStats:
+    """What decoding cost, summed over a batch (quality.json's ``decode`` section).
+
+    Attributes:
+        device: the device asked for (``auto``, ``cpu``, ``cuda``) and :attr:`used`, the one
+            that decoded (``cpu`` or ``cuda``; ``cpu`` when any file fell back).
+        fallback: why the CPU decoded where a GPU was asked for, or None.
+        frames: frames decoded and converted; ``seconds`` their decode wall time.
+        files: video files opened.
+    """
+
+    device: str = "auto"
+    used: str = "cpu"
+    fallback: str | None = None
+    frames: int = 0
+    seconds: float = 0.0
+    files: int = 0
+    gpu_files: int = field(default=0)
+
+    def to_dict(self) -> dict:
+        return {
+            "device": self.device,
+            "used": self.used,
+            "fallback": self.fallback,
+            "frames_decoded": self.frames,
+            "decode_s": round(self.seconds, 3),
+            "files": self.files,
+            "gpu_files": self.gpu_files,
+        }
+
+
+def resolve_device(requested: str) -> tuple[str, str | None]:
+    """``(device, fallback reason)`` for ``requested`` (``auto``, ``cpu`` or ``cuda``):
+    ``cuda`` where torch sees a CUDA GPU and torchcodec is importable, else ``cpu`` with the
+    reason (None when ``cpu`` was asked)."""
+    if requested == "cpu":
+        return "cpu", None
+    try:
+        import torch
+        import torchcodec  # noqa: F401
+    except ImportError as err:
+        return "cpu", f"torchcodec or torch is not importable ({err})"
+    if not torch.cuda.is_available():
+        return "cpu", "no CUDA GPU (torch.cuda.is_available() is False)"
+    return "cuda", None
+
+
+def sample_indices(length: int, fps: float, sample_s: float, decode: str) -> np.ndarray:
+    """The episode frames the camera checks decode: every frame with ``decode="all"``, else
+    one every ``round(sample_s * fps)`` frames (at least 1) and the last one. int64, sorted."""
+    if length <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if decode == "all":
+        return np.arange(length, dtype=np.int64)
+    step = max(1, round(sample_s * fps))
+    return np.unique(np.append(np.arange(0, length, step), length - 1)).astype(np.int64)
+
+
+def thumb_size(width: int, height: int) -> tuple[int, int]:
+    """(width, height) of a frame's thumbnail: :data:`THUMB_WIDTH` wide (or the frame's width
+    where smaller), the aspect ratio kept, even sizes, at least 2 pixels."""
+    w = min(THUMB_WIDTH, width)
+    h = max(2, round(height * w / max(width, 1)))
+    return max(2, w - w % 2), h + h % 2
+
+
+def _open(fs, path: str):
+    """A file object for PyAV/torchcodec, and the local path where the file is local."""
+    local = (
+        getattr(fs, "protocol", None) in ("file", ("file", "local"))
+        or type(fs).__name__ == "LocalFileSystem"
+    )
+    if local:
+        return path, path
+    return fs.open(path, "rb"), None
+
+
+def _keyframe_times(local_path: str | None) -> np.ndarray | None:
+    """The keyframes' presentation times (seconds, sorted) from a local mp4's index, or
+    None where it cannot be read without FFmpeg."""
+    if local_path is None:
+        return None
+    track = plain_track(local_path)
+    if track is None:
+        return None
+    return np.sort(track.pts[track.keyframes]) / track.timescale
+
+
+def _cpu_frames(source, local_path, start_s, fps, indices, convert):
+    """``{index: convert(frame)}`` for the episode frames ``indices`` (sorted int array)."""
+    wanted = set(indices.tolist())
+    found: dict[int, np.ndarray] = {}
+    keys = _keyframe_times(local_path)
+    half = 0.5 / fps
+    with av.open(source, format=MP4) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        frames = None
+        last_s = None  # time of the last decoded frame
+        gop_s = 0.0  # the longest keyframe interval seen (when the index is unknown)
+        last_key = None
+        for index in indices.tolist():
+            if index in found:
+                continue
+            target = start_s + index / fps
+            if frames is None or last_s is None or target < last_s - half:
+                seek = True
+            elif keys is not None:
+                lo, hi = np.searchsorted(keys, [last_s + half, target + half])
+                seek = hi > lo
+            else:
+                seek = target - last_s > max(gop_s, 1.5 / fps)
+            if seek:
+                container.seek(max(0, int((target - half) / stream.time_base)), stream=stream)
+                frames = container.decode(stream)
+            for frame in frames:
+                if frame.time is None:
+                    continue
+                last_s = frame.time
+                if frame.key_frame:
+                    if last_key is not None:
+                        gop_s = max(gop_s, last_s - last_key)
+                    last_key = last_s
+                got = round((last_s - start_s) * fps)
+                if got in wanted and got not in found:
+                    found[got] = convert(frame)
+                if got >= index:
+                    break
+            else:
+                frames = None
+                break
+    return found
+
+
+def _rgb(frame) -> np.ndarray:
+    return frame.to_ndarray(format="rgb24")
+
+
+def decode_rgb(dataset, path: str, start_s: float, indices: np.ndarray, episode: int) -> np.ndarray:
+    """Frames ``indices`` of ``episode`` from ``path`` as uint8 ``(n, H, W, 3)`` RGB, in the
+    order asked (CPU, PyAV).
+
+    Raises:
+        DatasetError: the file is missing or cannot be decoded, or lacks a wanted frame.
+    """
+    order = np.unique(indices)
+    found = _decode_or_raise(dataset, path, start_s, order, episode, _rgb)
+    return (
+        np.stack([found[int(i)] for i in indices])
+        if len(indices)
+        else np.zeros((0, 0, 0, 3), np.uint8)
+    )
+
+
+def _decode_or_raise(dataset, path, start_s, order, episode, convert):
+    try:
+        source, local = _open(dataset.fs, path)
+        found = _cpu_frames(source, local, start_s, dataset.fps, order, convert)
+    except FileNotFoundError:
+        raise DatasetError(
+            dataset.name, "video file is missing", episode=episode, file=path
+        ) from None
+    except (av.error.FFmpegError, OSError, ValueError) as err:
+        raise DatasetError(
+            dataset.name, f"video cannot be decoded: {err}", episode=episode, file=path
+        ) from None
+    missing = sorted(set(order.tolist()) - set(found))
+    if missing:
+        raise DatasetError(
+            dataset.name,
+            f"video has no frame {missing[0]} ({len(missing)} wanted frames missing)",
+            episode=episode,
+            file=path,
+        )
+    return found
+
+
+def camera_luma(
+    dataset, path: str, start_s: float, indices: np.ndarray, episode: int, stats: DecodeStats
+) -> np.ndarray:
+    """Luma thumbnails of frames ``indices`` (sorted) of ``episode``: float32
+    ``(n, h, w)`` (0-255), decoded on ``stats.used``'s device (a CUDA decode that fails falls
+    back to the CPU and records why in ``stats.fallback``).
+
+    Raises:
+        DatasetError: the file is missing or cannot be decoded, or lacks a wanted frame.
+    """
+    began = time.perf_counter()
+    stats.files += 1
+    thumbs = None
+    if stats.used == "cuda":
+        try:
+            thumbs = _cuda_luma(dataset, path, start_s, indices)
+            stats.gpu_files += 1
+        except Exception as err:  # noqa: BLE001  (any NVDEC failure: decode on the CPU)
+            stats.fallback = stats.fallback or f"NVDEC failed on {path}: {err}"
+    if thumbs is None:
+        feature = dataset.features.get(_key_of(dataset, path), {})
+        w, h = _frame_size(feature)
+        tw, th = thumb_size(w, h) if w and h else (THUMB_WIDTH, THUMB_WIDTH * 3 // 4)
+
+        def convert(frame):
+            small = frame.to_ndarray(width=tw, height=th, format="rgb24")
+            return small.astype(np.float32) @ LUMA
+
+        found = _decode_or_raise(dataset, path, start_s, indices, episode, convert)
+        thumbs = np.stack([found[int(i)] for i in indices])
+    stats.frames += len(indices)
+    stats.seconds += time.perf_counter() - began
+    return thumbs
+
+
+def _key_of(dataset, path: str) -> str:
+    for key in dataset.video_keys:
+        if f"/{key}/" in path or path.startswith(f"videos/{key}/"):
+            return key
+    return ""
+
+
+def _frame_size(feature: dict) -> tuple[int, int]:
+    info = feature.get("info") or {}
+    if info.get("video.width") and info.get("video.height"):
+        return int(info["video.width"]), int(info["video.height"])
+    shape = list(feature.get("shape") or [])
+    if len(shape) == 3:
+        if shape[0] in (1, 3, 4) and shape[2] not in (1, 3, 4):
+            return int(shape[2]), int(shape[1])
+        return int(shape[1]), int(shape[0])
+    return 0, 0
+
+
+def _cuda_luma(dataset, path: str, start_s: float, indices: np.ndarray) -> np.ndarray:
+    import torch
+    from torchcodec.decoders import VideoDecoder
+
+    source, _ = _open(dataset.fs, path)
+    decoder = VideoDecoder(source, device="cuda", seek_mode="approximate")
+    times = (start_s + indices / dataset.fps).tolist()
+    batch = decoder.get_frames_played_at(seconds=times).data  # (n, 3, H, W) uint8 on the GPU
+    h, w = batch.shape[-2:]
+    tw, th = thumb_size(w, h)
+    small = torch.nn.functional.interpolate(batch.float(), size=(th, tw), mode="area")
+    weights = torch.tensor(LUMA, device=small.device).view(1, 3, 1, 1)
+    return (small * weights).sum(dim=1).cpu().numpy()
+
+
+@dataclass(frozen=True)
+class Stretch:
+    """A run of sampled frames: first and last episode frame index and its length in s."""
+
+    first: int
+    last: int
+    seconds: float
+    value: float
+
+
+def frozen_stretches(
+    indices: np.ndarray, luma: np.ndarray, fps: float, min_s: float, max_diff: float
+) -> list[Stretch]:
+    """Runs of consecutive sampled frames that are the same picture (mean absolute luma
+    difference of neighbours at most ``max_diff``), spanning at least ``min_s`` minus one
+    sampling step and one frame (so that a stretch of ``min_s`` is found wherever the
+    samples fall in it). ``value``: the run's largest neighbour difference."""
+    if len(indices) < 2:
+        return []
+    diffs = np.abs(np.diff(luma, axis=0)).mean(axis=(1, 2))
+    same = diffs <= max_diff
+    step = float(np.median(np.diff(indices))) / fps
+    need = max(min_s - step - 1 / fps, 1 / fps)
+    return [
+        Stretch(
+            int(indices[a]),
+            int(indices[b + 1]),
+            (indices[b + 1] - indices[a]) / fps,
+            float(diffs[a : b + 1].max()),
+        )  # fmt: skip
+        for a, b in _runs(same)
+        if (indices[b + 1] - indices[a]) / fps >= need
+    ]
+
+
+def black_stretches(
+    indices: np.ndarray, luma: np.ndarray, fps: float, min_s: float, max_luma: float
+) -> list[Stretch]:
+    """Runs of consecutive sampled frames whose mean luma is at most ``max_luma``, spanning at
+    least ``min_s`` minus one sampling step and one frame. ``value``: the run's largest mean
+    luma."""
+    if not len(indices):
+        return []
+    means = luma.mean(axis=(1, 2))
+    black = means <= max_luma
+    step = float(np.median(np.diff(indices))) / fps if len(indices) > 1 else 1 / fps
+    need = max(min_s - step - 1 / fps, 0.0)
+    return [
+        Stretch(
+            int(indices[a]),
+            int(indices[b]),
+            (indices[b] - indices[a] + 1) / fps,
+            float(means[a : b + 1].max()),
+        )  # fmt: skip
+        for a, b in _runs(black)
+        if (indices[b] - indices[a]) / fps >= need
+    ]
+
+
+def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
+    """(first, last) positions of each run of True in a bool array."""
+    padded = np.concatenate([[False], flags, [False]])
+    edges = np.flatnonzero(np.diff(padded.astype(np.int8)))
+    return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+
+
+def is_local(fs) -> bool:
+    """Whether ``fs`` is fsspec's local file system."""
+    return _open(fs, os.devnull)[1] is not None
