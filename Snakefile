@@ -38,6 +38,7 @@ include: "workflow/rules/conversion.smk"
 include: "workflow/rules/push.smk"
 include: "workflow/rules/copies.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/quality.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -45,6 +46,7 @@ rule all:
     default_target: True
     input:
         converted_datasets(),
+        quality_outputs(),
         REPORT_ALL_SUMMARY,
 
 
