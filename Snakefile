@@ -39,6 +39,7 @@ include: "workflow/rules/push.smk"
 include: "workflow/rules/copies.smk"
 include: "workflow/rules/bench.smk"
 include: "workflow/rules/quality.smk"
+include: "workflow/rules/quality_peer.smk"
 include: "workflow/rules/report.smk"
 
 

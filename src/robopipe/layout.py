@@ -81,6 +81,8 @@ QUALITY_BATCH_FILE = QUALITY_DIR + "/batches/{quality_batch}.json"
 QUALITY_FILE = QUALITY_DIR + "/quality.json"
 QUALITY_EPISODES_FILE = QUALITY_DIR + "/episodes.parquet"
 QUALITY_VERDICT_FILE = QUALITY_DIR + "/verdict.json"
+# lerobot-doctor's verdicts of the same dataset beside robopipe's (robopipe.bench.quality_peer)
+QUALITY_DOCTOR_FILE = QUALITY_DIR + "/doctor.json"
 LOGS_DIR = "results/logs/{dataset}"
 LOG_FILE = LOGS_DIR + "/{step}.log"
 JOB_STATS_FILE = "results/jobs/{dataset}/{step}.tsv"  # Snakemake's benchmark: TSV of a job

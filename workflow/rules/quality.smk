@@ -13,6 +13,7 @@ from robopipe.layout import (
     JOB_STATS_FILE,
     LOG_FILE,
     QUALITY_BATCH_FILE,
+    QUALITY_DOCTOR_FILE,
     QUALITY_EPISODES_FILE,
     QUALITY_FILE,
     QUALITY_VERDICT_FILE,
@@ -46,12 +47,13 @@ def quality_of(wildcards):
 
 def quality_outputs():
     """The `quality` target: every dataset's verdict (after quality.json and
-    episodes.parquet) and quality figures."""
+    episodes.parquet), lerobot-doctor's verdicts beside it, and the quality figures."""
     return [
         path
         for name in dataset_names()
         for path in [
             QUALITY_VERDICT_FILE.format(dataset=name),
+            QUALITY_DOCTOR_FILE.format(dataset=name),  # quality_peer.smk
             *(
                 f"{REPORT_QUALITY_DIR}/{stem}.svg".format(dataset=name)
                 for stem in REPORT_QUALITY_FIGURES
