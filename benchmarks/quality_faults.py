@@ -22,7 +22,7 @@ episodes without a fault that got an error from either tool.
 Writes ``{results}/bench/quality/faults.json``. Usage::
 
     python benchmarks/quality_faults.py [--dataset ../shared/datasets/cr5_banana_plate_v21]
-        [--work /tmp/quality_faults] [--batch-episodes 20]
+        [--work /tmp/quality_faults] [--batch-episodes 20] [--copies v2.1 v3.0] [--no-doctor]
 """
 
 from __future__ import annotations
@@ -82,6 +82,9 @@ def v30_copy(source: Path, work: Path) -> tuple[Path, list]:
     shutil.rmtree(damaged)
     done += [inject(root, e, **kw) for inject, e, kw in FAULTS if inject not in CHANGES_LENGTH]
     return root, sorted(done, key=lambda fault: fault.episode)
+
+
+COPIES = {"v2.1": v21_copy, "v3.0": v30_copy}
 
 
 def run_quality(root: Path, batch_episodes: int) -> tuple[dict, float]:
@@ -169,6 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-episodes", type=int, default=20, help="per v2.1 batch")
     parser.add_argument("--results", type=Path, default=REPO / "results")
     parser.add_argument("--no-doctor", action="store_true", help="robopipe only")
+    parser.add_argument("--copies", nargs="+", choices=COPIES, default=list(COPIES))
     args = parser.parse_args(argv)
     if not args.no_doctor and not LEROBOT_PYTHON.exists():
         sys.exit(f"{LEROBOT_PYTHON} missing: run tools/lerobot_env.sh first, or --no-doctor")
@@ -176,9 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     result = {"dataset": str(args.dataset), "checks": list(CHECKS), "load_1m": os.getloadavg()[0]}
-    for name, make in (("v2.1", v21_copy), ("v3.0", v30_copy)):
+    for name in args.copies:
         start = time.perf_counter()
-        root, faults = make(args.dataset.resolve(), work)
+        root, faults = COPIES[name](args.dataset.resolve(), work)
         made_s = time.perf_counter() - start
         quality, quality_s = run_quality(root, args.batch_episodes)
         doctor, ran = None, {}
@@ -193,11 +197,12 @@ def main(argv: list[str] | None = None) -> int:
             "doctor": ran,
             **judge(faults, quality, doctor),
         }
-    write_json(args.results / "bench" / "quality" / "faults.json", result)
+    stem = "faults" if args.copies == list(COPIES) else "faults_" + "_".join(args.copies)
+    write_json(args.results / "bench" / "quality" / f"{stem}.json", result)
     print_table(result)
     ok = all(
         row["robopipe"] and not result[name]["robopipe_errors_elsewhere"]
-        for name in ("v2.1", "v3.0")
+        for name in args.copies
         for row in result[name]["faults"]
     )
     return 0 if ok else 1
@@ -211,7 +216,9 @@ def print_table(result: dict) -> None:
 
     print(f"{'copy':<5} {'fault (check)':<24} {'ep':>3} {'robopipe':>9} {'doctor':>7} "
           f"{'its ep':>7}  lerobot-doctor's words")  # fmt: skip
-    for name in ("v2.1", "v3.0"):
+    for name in COPIES:
+        if name not in result:
+            continue
         copy = result[name]
         for row in copy["faults"]:
             words = (row.get("doctor_messages") or [""])[0][:60]
