@@ -168,36 +168,47 @@ class EpisodeChecks:
 
     def clipped_dimension(self, episode: int, key: str, values: np.ndarray) -> list[dict]:
         """``clipped_dimension``: a dimension sits exactly at its episode maximum (or minimum)
-        for at least ``clipped_fraction`` of the frames, in runs of at least 3 frames, while
-        it takes more than two values (a binary gripper command is not clipped). After
-        lerobot-doctor 0.2.0 (checks/actions.py: over 50 % of a dimension's values at its
-        minimum or maximum warns, over 99 % fails), per episode."""
+        for at least ``clipped_fraction`` of the frames, in runs of at least 3 frames inside
+        the episode that the signal enters or leaves by a step of more than twice its
+        smallest step (a signal cut at a limit; not one resting at its extreme level, nor a
+        quantised one moving by its quantum), while it takes more than two values (a binary
+        gripper command is not clipped). After lerobot-doctor 0.2.0 (checks/actions.py: over
+        50 % of a dimension's values at its minimum or maximum warns, over 99 % fails), per
+        episode and per run."""
         matrix = as_matrix(values)
         out = []
-        if len(matrix) < 2 * MIN_CLIPPED_RUN:
+        if len(matrix) < 2 * MIN_CLIPPED_RUN or not np.isfinite(matrix).all():
             return out
+        steps = np.abs(np.diff(matrix, axis=0))
         for dim in range(matrix.shape[1]):
             column = matrix[:, dim]
-            finite = column[np.isfinite(column)]
-            if len(finite) < len(column) or np.ptp(finite) == 0 or len(np.unique(finite)) <= 2:
+            moving = steps[:, dim][steps[:, dim] > 0]
+            if not len(moving) or len(np.unique(column)) <= 2:
                 continue
-            for side, extreme in (("maximum", finite.max()), ("minimum", finite.min())):
+            smallest = moving.min()
+            for side, extreme in (("maximum", column.max()), ("minimum", column.min())):
                 at = column == extreme
                 share = at.mean()
-                long = [r for r in runs(at) if r[1] - r[0] + 1 >= MIN_CLIPPED_RUN]
-                if share < self.options.clipped_fraction or not long:
+                cut = [
+                    (a, b)
+                    for a, b in runs(at)
+                    if b - a + 1 >= MIN_CLIPPED_RUN
+                    and a > 0
+                    and b < len(column) - 1
+                    and max(steps[a - 1, dim], steps[b, dim]) > 2 * smallest
+                ]
+                if share < self.options.clipped_fraction or not cut:
                     continue
-                first, last = long[0][0], long[-1][1]
                 out.append(
                     finding(
                         "clipped_dimension",
                         self.severity("clipped_dimension", key, dim),
                         episode,
                         f"{self.label(key, dim)} sits at its {side} {extreme:.6g} for "
-                        f"{share:.0%} of the frames",
+                        f"{share:.0%} of the frames ({len(cut)} run(s) cut at that level)",
                         feature=key,
                         dimension=dim,
-                        frames=(first, last),
+                        frames=(cut[0][0], cut[-1][1]),
                         value=share,
                         threshold=self.options.clipped_fraction,
                     )  # fmt: skip
