@@ -155,7 +155,7 @@ def decode_cost(source: Path, episodes: int) -> dict:
             "episodes": episodes,
             "s_per_episode": round(seconds / episodes, 4),
             "frames_per_episode": round(frames / episodes, 1),
-            "device": merged["decode"].get("device"),
+            "device": merged["decode"].get("used"),
         }
     return cost
 
