@@ -360,7 +360,8 @@ def _refresh_stats(root, episode: int) -> None:
         episode, [k for k in numeric if dataset.features[k]["dtype"] != "image"]
     )
     for key, values in columns.items():
-        stats[key] = {k: v.tolist() for k, v in numeric_stats(values).items()}
+        with np.errstate(invalid="ignore"):  # inf data gives NaN std, as lerobot's
+            stats[key] = {k: v.tolist() for k, v in numeric_stats(values).items()}
     _write_stats(root, episode, stats, refresh_global=True)
 
 

@@ -168,10 +168,11 @@ class EpisodeChecks:
 
     def clipped_dimension(self, episode: int, key: str, values: np.ndarray) -> list[dict]:
         """``clipped_dimension``: a dimension sits exactly at its episode maximum (or minimum)
-        for at least ``clipped_fraction`` of the frames, in runs of at least 3 frames inside
-        the episode that the signal enters or leaves by a step of more than twice its
-        smallest step (a signal cut at a limit; not one resting at its extreme level, nor a
-        quantised one moving by its quantum), while it takes more than two values (a binary
+        for at least ``clipped_fraction`` of the frames, in runs of at least 3 frames that
+        the signal approaches or leaves (the two steps before or after the run) by a step of
+        more than twice its smallest step (a signal cut at a limit; not one resting at its
+        extreme level, nor a quantised one moving by its quantum; a run over which the whole
+        vector holds is ``frozen_signal``'s), while it takes more than two values (a binary
         gripper command is not clipped). After lerobot-doctor 0.2.0 (checks/actions.py: over
         50 % of a dimension's values at its minimum or maximum warns, over 99 % fails), per
         episode and per run."""
@@ -180,6 +181,7 @@ class EpisodeChecks:
         if len(matrix) < 2 * MIN_CLIPPED_RUN or not np.isfinite(matrix).all():
             return out
         steps = np.abs(np.diff(matrix, axis=0))
+        held = np.all(steps == 0, axis=1)  # the whole vector repeats from frame i to i + 1
         for dim in range(matrix.shape[1]):
             column = matrix[:, dim]
             moving = steps[:, dim][steps[:, dim] > 0]
@@ -193,9 +195,8 @@ class EpisodeChecks:
                     (a, b)
                     for a, b in runs(at)
                     if b - a + 1 >= MIN_CLIPPED_RUN
-                    and a > 0
-                    and b < len(column) - 1
-                    and max(steps[a - 1, dim], steps[b, dim]) > 2 * smallest
+                    and _approach(steps[:, dim], a, b) > 2 * smallest
+                    and not held[a:b].all()
                 ]
                 if share < self.options.clipped_fraction or not cut:
                     continue
@@ -342,6 +343,12 @@ class EpisodeChecks:
         return out
 
 
+def _approach(steps: np.ndarray, first: int, last: int) -> float:
+    """The largest of the two steps before a run ``[first, last]`` and the two after it."""
+    near = np.concatenate([steps[max(first - 2, 0) : first], steps[last : last + 2]])
+    return float(near.max()) if len(near) else 0.0
+
+
 def _stat_problem(entry: dict, data: dict, count: int, scale, rtol: float):
     """The first stored stat that differs from the data's: ``(stat, dimension, stored, data)``
     or None."""
@@ -356,9 +363,10 @@ def _stat_problem(entry: dict, data: dict, count: int, scale, rtol: float):
         want = np.asarray(data[stat], np.float64).reshape(-1)
         if stored.shape != want.shape:
             return stat, None, float(len(stored)), float(len(want))
-        both_nan = np.isnan(stored) & np.isnan(want)
-        tolerance = rtol * (np.abs(want) + np.broadcast_to(scale, want.shape))
-        bad = ~both_nan & ~(np.abs(stored - want) <= tolerance)
+        with np.errstate(invalid="ignore"):
+            same = (stored == want) | (np.isnan(stored) & np.isnan(want))
+            tolerance = rtol * (np.abs(want) + np.broadcast_to(scale, want.shape))
+            bad = ~same & ~(np.abs(stored - want) <= tolerance)
         if bad.any():
             dim = int(np.flatnonzero(bad)[0])
             return stat, dim, float(stored[dim]), float(want[dim])
@@ -400,10 +408,11 @@ def summarise(
             }
         if key in action_keys and len(matrix) >= 3:
             deltas = np.diff(clean, axis=0)
+            median = np.median if finite.all() else np.nanmedian  # nanmedian is 10x slower
             with np.errstate(all="ignore"):
-                centre = np.nanmedian(deltas, axis=0)
+                centre = median(deltas, axis=0)
                 deviation = np.abs(deltas - centre)
-                entry["delta_mad"] = np.nan_to_num(np.nanmedian(deviation, axis=0)).tolist()
+                entry["delta_mad"] = np.nan_to_num(median(deviation, axis=0)).tolist()
                 entry["delta_mean"] = np.nan_to_num(np.nanmean(deviation, axis=0)).tolist()
                 filled = np.nan_to_num(deviation, nan=0.0)
                 entry["delta_max"] = filled.max(axis=0).tolist()

@@ -15,11 +15,13 @@ mean absolute luma difference is at most ``frozen_camera_diff``.
 
 from __future__ import annotations
 
+import glob
 import time
 from dataclasses import dataclass, field
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
@@ -63,10 +65,13 @@ class DecodeStats:
 
 def resolve_device(requested: str) -> tuple[str, str | None]:
     """``(device, fallback reason)`` for ``requested`` (``auto``, ``cpu`` or ``cuda``):
-    ``cuda`` where torch sees a CUDA GPU and torchcodec is importable, else ``cpu`` with the
-    reason (None when ``cpu`` was asked)."""
+    ``cuda`` where an NVIDIA device exists, torch sees a CUDA GPU and torchcodec is
+    importable, else ``cpu`` with the reason (None when ``cpu`` was asked); torch is imported
+    only where a device exists."""
     if requested == "cpu":
         return "cpu", None
+    if not glob.glob("/dev/nvidia[0-9]*"):  # no GPU: do not pay torch's import
+        return "cpu", "no NVIDIA GPU (no /dev/nvidia* device)"
     try:
         import torch
         import torchcodec  # noqa: F401
@@ -263,8 +268,10 @@ def camera_luma(
         w, h = _frame_size(feature)
         tw, th = thumb_size(w, h) if w and h else (THUMB_WIDTH, THUMB_WIDTH * 3 // 4)
 
+        scaler = VideoReformatter()  # one scaling context for the file's frames
+
         def convert(frame):
-            small = frame.to_ndarray(width=tw, height=th, format="rgb24")
+            small = scaler.reformat(frame, width=tw, height=th, format="rgb24").to_ndarray()
             return small.astype(np.float32) @ LUMA
 
         every = len(indices) == dataset.lengths[episode]
@@ -326,15 +333,15 @@ def frozen_stretches(
     indices: np.ndarray, luma: np.ndarray, fps: float, min_s: float, max_diff: float
 ) -> list[Stretch]:
     """Runs of consecutive sampled frames that are the same picture (mean absolute luma
-    difference of neighbours at most ``max_diff``), spanning at least ``min_s`` minus one
-    sampling step and one frame (so that a stretch of ``min_s`` is found wherever the
+    difference of neighbours at most ``max_diff``), spanning at least ``min_s`` minus the
+    longest sampling step and one frame (so that a stretch of ``min_s`` is found wherever the
     samples fall in it). ``value``: the run's largest neighbour difference."""
     if len(indices) < 2:
         return []
     diffs = np.abs(np.diff(luma, axis=0)).mean(axis=(1, 2))
     same = diffs <= max_diff
-    step = float(np.median(np.diff(indices))) / fps
-    need = max(min_s - step - 1 / fps, 1 / fps)
+    step = float(np.max(np.diff(indices))) / fps
+    need = max(min_s - step - 1 / fps, 1 / fps) - 1e-6
     return [
         Stretch(
             int(indices[a]),
@@ -351,14 +358,14 @@ def black_stretches(
     indices: np.ndarray, luma: np.ndarray, fps: float, min_s: float, max_luma: float
 ) -> list[Stretch]:
     """Runs of consecutive sampled frames whose mean luma is at most ``max_luma``, spanning at
-    least ``min_s`` minus one sampling step and one frame. ``value``: the run's largest mean
+    least ``min_s`` minus the longest sampling step and one frame. ``value``: the run's largest mean
     luma."""
     if not len(indices):
         return []
     means = luma.mean(axis=(1, 2))
     black = means <= max_luma
-    step = float(np.median(np.diff(indices))) / fps if len(indices) > 1 else 1 / fps
-    need = max(min_s - step - 1 / fps, 0.0)
+    step = float(np.max(np.diff(indices))) / fps if len(indices) > 1 else 1 / fps
+    need = max(min_s - step - 1 / fps, 0.0) - 1e-6
     return [
         Stretch(
             int(indices[a]),
