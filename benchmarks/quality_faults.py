@@ -16,7 +16,8 @@ On each copy robopipe's quality runs in this process as the workflow's jobs do
 episodes of a v2.1 copy; then :func:`robopipe.quality.merge_batches`), default options, and
 lerobot-doctor ``check`` in the peer environment (:mod:`robopipe.bench.quality_peer`). Per
 fault it prints: flagged by robopipe with the right check and episode; by lerobot-doctor at
-all (a message on the fault's topic); by lerobot-doctor at its episode; and per copy the
+all (a message on the fault's topic at its episode or at none, on its feature where the
+message names one); by lerobot-doctor at its episode; and per copy the
 episodes without a fault that got an error from either tool.
 
 Writes ``{results}/bench/quality/faults.json``. Usage::
@@ -128,7 +129,15 @@ def judge(faults: list, quality: dict, doctor: list[dict] | None) -> dict:
             ),
         }
         if doctor is not None:
-            topical = [x for x in doctor if fault.check in x["checks"]]
+            # a message on the fault's topic that could be about it: at its episode, or at
+            # none, on its feature where the message names one
+            topical = [
+                x
+                for x in doctor
+                if fault.check in x["checks"]
+                and x["episode_index"] in (None, fault.episode)
+                and (fault.feature is None or x["feature"] in (None, fault.feature))
+            ]
             at_episode = [x for x in topical if x["episode_index"] == fault.episode]
             row |= {
                 "doctor": bool(topical),
