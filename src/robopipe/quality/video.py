@@ -330,16 +330,25 @@ class Stretch:
 
 
 def frozen_stretches(
-    indices: np.ndarray, luma: np.ndarray, fps: float, min_s: float, max_diff: float
+    indices: np.ndarray,
+    luma: np.ndarray,
+    fps: float,
+    min_s: float,
+    max_diff: float,
+    black_luma: float | None = None,
 ) -> list[Stretch]:
     """Runs of consecutive sampled frames that are the same picture (mean absolute luma
     difference of neighbours at most ``max_diff``), spanning at least ``min_s`` minus the
     longest sampling step and one frame (so that a stretch of ``min_s`` is found wherever the
-    samples fall in it). ``value``: the run's largest neighbour difference."""
+    samples fall in it); with ``black_luma``, neighbours that are both black (mean luma at
+    most that) do not count. ``value``: the run's largest neighbour difference."""
     if len(indices) < 2:
         return []
     diffs = np.abs(np.diff(luma, axis=0)).mean(axis=(1, 2))
     same = diffs <= max_diff
+    if black_luma is not None:  # a black stretch is black_camera's, not a frozen picture
+        black = luma.mean(axis=(1, 2)) <= black_luma
+        same &= ~(black[1:] & black[:-1])
     step = float(np.max(np.diff(indices))) / fps
     need = max(min_s - step - 1 / fps, 1 / fps) - 1e-6
     return [
