@@ -103,3 +103,27 @@ def test_readers_agree_across_versions(clean_v21, clean_v30):
         b = read_episode_frames(str(clean_v30), episode, camera, frames)
         assert a.shape == (3, 32, 48, 3) and a.dtype == np.uint8
         np.testing.assert_array_equal(a, b)  # the conversion copies the packets
+
+
+@pytest.mark.parametrize("version", ["v2.1", "v3.0"])
+def test_a_dataset_in_an_s3_bucket_is_checked_as_locally(
+    clean_v21, clean_v30, s3_server, tmp_path, version
+):
+    local = Path(shutil.copytree(clean_v21 if version == "v2.1" else clean_v30, tmp_path / "d"))
+    faults.inject_black_camera(local, 3)
+    faults.inject_nan(local, 5)
+    s3_server.fs.put(str(local), f"{s3_server.bucket}/d", recursive=True)
+    options = QualityOptions()
+    url, episodes = s3_server.url("d"), list(range(8))
+    check_batch(url, episodes, options, tmp_path / "remote.json",
+                storage_options=s3_server.storage_options)  # fmt: skip
+    check_batch(str(local), episodes, options, tmp_path / "local.json")
+    remote = merge_batches([tmp_path / "remote.json"], tmp_path / "r", dataset="d", source=url,
+                           options=options)  # fmt: skip
+    here = merge_batches([tmp_path / "local.json"], tmp_path / "l", dataset="d", source="d",
+                         options=options)  # fmt: skip
+    assert remote["findings"] == here["findings"]
+    assert {(f["episode_index"], f["check"]) for f in remote["findings"]} == {
+        (3, "black_camera"),
+        (5, "nan_inf"),
+    }
