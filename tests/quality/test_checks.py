@@ -100,7 +100,7 @@ def test_idle_episode(damaged, quality_of, tmp_path):
 
 
 def test_episode_length_outlier(damaged, quality_of, tmp_path):
-    fault = faults.inject_length_outlier(damaged, 6, length=4)
+    fault = faults.inject_length_outlier(damaged, 6, length=2)
     report = quality_of(damaged, tmp_path / "q")
     assert_only(report, fault)
     assert report["episodes"] == 8

@@ -204,7 +204,12 @@ def _camera_findings(dataset, episode: int, options: QualityOptions, decode: Dec
             continue
         if options.enabled("frozen_camera"):
             for stretch in frozen_stretches(
-                decoded, luma, dataset.fps, options.frozen_camera_s, options.frozen_camera_diff
+                decoded,
+                luma,
+                dataset.fps,
+                options.frozen_camera_s,
+                options.frozen_camera_diff,
+                options.black_luma if options.enabled("black_camera") else None,
             ):
                 found.append(
                     finding(
@@ -289,6 +294,17 @@ class _Collected:
                 for stat, value in entry.items():
                     target.setdefault(stat, []).append(np.asarray(value, np.float64))
 
+    def sort(self) -> None:
+        """Order the summary rows by episode index (partials come in any order)."""
+        order = np.argsort(self.rows, kind="stable")
+        self.rows = [self.rows[i] for i in order]
+        self.hashes = [self.hashes[i] for i in order]
+        self.signatures = [self.signatures[i] for i in order]
+        for entry in self.features.values():
+            for stat, values in entry.items():
+                if len(values) == len(order):
+                    entry[stat] = [values[i] for i in order]
+
     def matrix(self, key: str, stat: str) -> np.ndarray:
         """``(summary rows, dims)`` float64 of one feature's stat."""
         return np.stack(self.features[key][stat]) if key in self.features else np.zeros((0, 0))
@@ -330,6 +346,7 @@ def merge_batches(
     collected = _Collected()
     for path in partials:
         collected.add(json.loads(Path(path).read_text(encoding="utf-8")), Path(path))
+    collected.sort()
     head = collected.head
     checks = EpisodeChecks(options, head["fps"], head["names"])
     found = list(collected.findings)

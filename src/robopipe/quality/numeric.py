@@ -406,7 +406,10 @@ def summarise(
                 "sumsq": np.where(finite, matrix * matrix, 0).sum(axis=0).tolist(),
                 "count": finite.sum(axis=0).tolist(),
             }
-        if key in action_keys and len(matrix) >= 3:
+        if key in action_keys and len(matrix) < 3:  # no deltas to speak of
+            zeros = [0.0] * matrix.shape[1]
+            entry.update(delta_mad=zeros, delta_mean=zeros, delta_max=zeros, delta_frame=zeros)
+        elif key in action_keys:
             deltas = np.diff(clean, axis=0)
             median = np.median if finite.all() else np.nanmedian  # nanmedian is 10x slower
             with np.errstate(all="ignore"):

@@ -163,7 +163,7 @@ class QualityOptions:
     frozen_signal_s: float = 1.0
     clipped_fraction: float = 0.1
     action_jump_z: float = 50.0
-    action_jump_span: float = 0.5
+    action_jump_span: float = 0.75
     idle_ratio: float = 0.05
     length_z: float = 5.0
     length_min_s: float = 1.0

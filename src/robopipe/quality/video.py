@@ -15,6 +15,7 @@ mean absolute luma difference is at most ``frozen_camera_diff``.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import time
 from dataclasses import dataclass, field
@@ -101,12 +102,15 @@ def thumb_size(width: int, height: int) -> tuple[int, int]:
     return max(2, w - w % 2), h + h % 2
 
 
-def _open(fs, path: str):
+@contextlib.contextmanager
+def _opened(fs, path: str):
     """What PyAV or torchcodec opens ``path`` of ``fs`` from: the path itself where the file
-    is local, else an fsspec file (range reads)."""
+    is local, else an fsspec file (range reads), closed on exit."""
     if isinstance(fs, LocalFileSystem):
-        return path
-    return fs.open(path, "rb")
+        yield path
+        return
+    with fs.open(path, "rb") as f:
+        yield f
 
 
 def _cpu_frames(
@@ -209,10 +213,10 @@ def decode_rgb(dataset, path: str, start_s: float, indices: np.ndarray, episode:
 
 def _decode_or_raise(dataset, path, start_s, order, episode, convert, every=False, snap_s=0.0):
     try:
-        source = _open(dataset.fs, path)
-        found, covered = _cpu_frames(
-            source, start_s, dataset.fps, order, convert, every=every, snap_s=snap_s
-        )
+        with _opened(dataset.fs, path) as source:
+            found, covered = _cpu_frames(
+                source, start_s, dataset.fps, order, convert, every=every, snap_s=snap_s
+            )
     except FileNotFoundError:
         raise DatasetError(
             dataset.name, "video file is missing", episode=episode, file=path
@@ -308,10 +312,10 @@ def _cuda_luma(dataset, path: str, start_s: float, indices: np.ndarray) -> np.nd
     import torch
     from torchcodec.decoders import VideoDecoder
 
-    source = _open(dataset.fs, path)
-    decoder = VideoDecoder(source, device="cuda", seek_mode="approximate")
     times = (start_s + indices / dataset.fps).tolist()
-    batch = decoder.get_frames_played_at(seconds=times).data  # (n, 3, H, W) uint8 on the GPU
+    with _opened(dataset.fs, path) as source:
+        decoder = VideoDecoder(source, device="cuda", seek_mode="approximate")
+        batch = decoder.get_frames_played_at(seconds=times).data  # (n, 3, H, W) uint8, GPU
     h, w = batch.shape[-2:]
     tw, th = thumb_size(w, h)
     small = torch.nn.functional.interpolate(batch.float(), size=(th, tw), mode="area")
@@ -330,16 +334,25 @@ class Stretch:
 
 
 def frozen_stretches(
-    indices: np.ndarray, luma: np.ndarray, fps: float, min_s: float, max_diff: float
+    indices: np.ndarray,
+    luma: np.ndarray,
+    fps: float,
+    min_s: float,
+    max_diff: float,
+    black_luma: float | None = None,
 ) -> list[Stretch]:
     """Runs of consecutive sampled frames that are the same picture (mean absolute luma
     difference of neighbours at most ``max_diff``), spanning at least ``min_s`` minus the
     longest sampling step and one frame (so that a stretch of ``min_s`` is found wherever the
-    samples fall in it). ``value``: the run's largest neighbour difference."""
+    samples fall in it); with ``black_luma``, neighbours that are both black (mean luma at
+    most that) do not count. ``value``: the run's largest neighbour difference."""
     if len(indices) < 2:
         return []
     diffs = np.abs(np.diff(luma, axis=0)).mean(axis=(1, 2))
     same = diffs <= max_diff
+    if black_luma is not None:  # a black stretch is black_camera's, not a frozen picture
+        black = luma.mean(axis=(1, 2)) <= black_luma
+        same &= ~(black[1:] & black[:-1])
     step = float(np.max(np.diff(indices))) / fps
     need = max(min_s - step - 1 / fps, 1 / fps) - 1e-6
     return [
