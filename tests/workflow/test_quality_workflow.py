@@ -21,17 +21,16 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def sources(make_v21, tmp_path_factory):
-    """A 4-episode v2.1 dataset (1 camera, 10 fps, 3-4 s episodes) and its v3.0 conversion,
-    each with NaN in episode 1's state and a black camera stretch in episode 2; and the
-    faults."""
+    """A 4-episode v2.1 dataset (1 camera, 10 fps, 3-4 s episodes) with a black camera
+    stretch in episode 2, and its v3.0 conversion; then NaN in episode 1's state of the v2.1
+    one (an error finding); and the faults of each."""
     base = tmp_path_factory.mktemp("quality")
     clean = make_v21(episodes=4, cameras=1, min_length=30, max_length=40, fps=10)
     v21 = copy_dataset(clean, base / "v21")
+    black = inject_black_camera(v21, 2, start=5)
     v30 = base / "v30"
-    convert_dataset(clean, v30, name="v30")
-    faults = {}
-    for name, root in (("v21", v21), ("v30", v30)):
-        faults[name] = [inject_nan(root, 1, frame=3), inject_black_camera(root, 2, start=5)]
+    convert_dataset(v21, v30, name="v30")
+    faults = {"v21": [inject_nan(v21, 1, frame=3), black], "v30": [black]}
     return {"v21": v21, "v30": v30}, faults
 
 
@@ -70,8 +69,10 @@ def test_quality_json_names_each_injected_fault(sources, run):
         assert errors <= {fault.episode for fault in faults[name]}, report["findings"]
         episodes = pd.read_parquet(run / f"results/{name}/quality/episodes.parquet")
         assert episodes["episode_index"].tolist() == [0, 1, 2, 3]
-        assert episodes.loc[1, "nan_inf"] == "error"
-        assert episodes.loc[2, "black_camera"] in ("warning", "error")
+        assert episodes.loc[2, "black_camera"] == "warning"
+        assert episodes["nan_inf"].tolist() == (
+            ["", "error", "", ""] if name == "v21" else [""] * 4
+        )
         verdict = json.loads((run / f"results/{name}/quality/verdict.json").read_text())
         assert verdict == {"fail_on": "never", "passed": True}
     # the v2.1 source in its plan's 2 shards, the v3.0 one in its 1 data file
@@ -88,7 +89,7 @@ def test_the_quality_figures_are_drawn(run):
             assert (out / f"{stem}.svg").stat().st_size > 0
             assert (out / f"{stem}.png").stat().st_size > 0
         assert "black_camera" in (out / "quality_cameras.svg").read_text()
-        assert "nan_inf" in (out / "quality_signals.svg").read_text()
+    assert "nan_inf" in (run / "results/report/v21/quality/quality_signals.svg").read_text()
 
 
 def test_fail_on_error_fails_the_run_naming_the_finding(sources, run, run_snakemake):
@@ -116,19 +117,21 @@ def test_a_killed_run_resumes(sources, run, tmp_path, snakemake_cmd, run_snakema
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    try:
+    try:  # killed once a second batch is written: the first is then recorded as complete
         deadline = time.monotonic() + 300
-        while not list(batches.glob("*.json")) and process.poll() is None:
-            assert time.monotonic() < deadline, "no batch finished in 300 s"
+        while len(list(batches.glob("*.json"))) < 2 and process.poll() is None:
+            assert time.monotonic() < deadline, "no 2 batches finished in 300 s"
             time.sleep(0.2)
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=60)
     done = len(list(batches.glob("*.json")))
-    assert done >= 1
+    assert done >= 2
     run_snakemake(tmp_path, config, "--unlock")
     result = run_snakemake(tmp_path, config, "--cores", "2", "quality")
-    assert (result.stdout + result.stderr).count("rule quality_batch:") == 4 - done
+    # each batch recorded complete is kept; the last one written may not have been recorded
+    rerun = (result.stdout + result.stderr).count("rule quality_batch:")
+    assert 4 - done <= rerun <= 4 - done + 1
     # the findings do not depend on how the episodes were batched
     assert report_of(tmp_path, "v21")["findings"] == report_of(run, "v21")["findings"]

@@ -75,7 +75,7 @@ def _where(finding: Mapping) -> str:
         parts.append(finding["feature"] + (f"[{dim}]" if dim is not None else ""))
     if finding.get("frames"):
         first, last = finding["frames"]
-        parts.append(f"frames {first}-{last}")
+        parts.append(f"frame {first}" if first == last else f"frames {first}-{last}")
     return ", ".join(parts)
 
 
@@ -95,7 +95,8 @@ def checks(report: Mapping, stem: str | Path, dataset: str) -> list[Path]:
     flagged = {c["name"]: c.get("episodes_flagged", 0) for c in report["checks"]}
     thresholds = {c["name"]: c.get("threshold") for c in report["checks"]}
     labels = [
-        f"{name} ({flagged.get(name, 0)} ep., threshold {thresholds.get(name)})"
+        f"{name} ({flagged.get(name, 0)} ep."
+        + (f", threshold {thresholds[name]:g})" if thresholds.get(name) is not None else ")")
         for name in counts.index
     ]
     fig, (ax,) = bar_figure(len(counts))

@@ -36,8 +36,9 @@ __all__ = [
     "v30_batch",
 ]
 
-# the {quality_batch} wildcard: a shard id or a v3.0 data file's chunk and file
-QUALITY_BATCH_PATTERN = r"(?:shard-\d+|chunk-\d{3,}_file-\d{3,})"
+# the {quality_batch} wildcard: a shard id or a v3.0 data file's chunk and file (no braces: a
+# constraint holding `{n,}` breaks Snakemake's parse of the output pattern)
+QUALITY_BATCH_PATTERN = r"(?:shard|chunk-\d+_file)-\d+"
 _V30_DATA_FILE = re.compile(r"chunk-(\d+)/file-(\d+)\.parquet$")
 _V30_BATCH = re.compile(r"chunk-(\d+)_file-(\d+)")
 # options that decide nothing a job writes (only the verdict), left out of the jobs' params
