@@ -6,10 +6,11 @@ cameras 64x64 H.264 15 fps, hard-linked to ``--episodes``), built once under ``-
 each after a ``sync`` (untimed):
 
 - robopipe: ``python -m snakemake quality --cores N`` in a fresh working directory
-  (``--via snakemake``), or (``--via library``) one process per episode batch running
-  :func:`robopipe.quality.check_batch` (``--cores`` at a time), then one running
-  :func:`robopipe.quality.merge_batches`. Wall time of the whole; peak RSS of every job
-  (Snakemake's benchmark TSVs, or ``wait4`` of each process);
+  (``--via snakemake``; the source's check and plan jobs included, the doctor's rule
+  ``quality_peer`` told there is no peer environment), or (``--via library``) one process
+  per episode batch running :func:`robopipe.quality.check_batch` (``--cores`` at a time),
+  then one running :func:`robopipe.quality.merge_batches`. Wall time of the whole; peak RSS
+  of every job (Snakemake's benchmark TSVs, or ``wait4`` of each process);
 - lerobot-doctor: ``lerobot-doctor check <root> --json`` in the peer environment, killed after
   ``--doctor-timeout-s`` (then its wall time is a lower bound);
 - the decode cost: :func:`robopipe.quality.check_batch` in this process on the first
@@ -70,7 +71,9 @@ def run_snakemake(source: Path, work: Path, name: str, cores: int) -> dict:
     subprocess.run(["rm", "-rf", str(workdir)], check=True)
     workdir.mkdir(parents=True)
     config = workdir / "config.yaml"
-    config.write_text(json.dumps({"datasets": {name: {"path": str(source)}}}))
+    # lerobot-doctor is timed on its own below, not inside the quality target (quality_peer)
+    settings = {"datasets": {name: {"path": str(source)}}, "bench": {"lerobot_python": None}}
+    config.write_text(json.dumps(settings))
     cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "-d", str(workdir)]
     cmd += ["--configfile", str(REPO / "config" / "config.yaml"), str(config)]
     cmd += ["--cores", str(cores), "quality"]
