@@ -180,6 +180,11 @@ class Source(ABC):
         """params of a check part job over ``[first, stop)``: as :meth:`check_signatures`."""
         return ""
 
+    def quality_location(self) -> str:
+        """Where the quality jobs read its episodes' content (robopipe.quality): its own v2.x
+        or v3.0 files, in its folder on this machine (a remote source: at its URL)."""
+        return self.folder
+
     def storage_options(self) -> dict:
         """The fsspec options of a remote source (its ``storage_options:``)."""
         return dict(self.entry.get("storage_options") or {})
