@@ -173,9 +173,11 @@ class EpisodeChecks:
         more than twice its smallest step (a signal cut at a limit; not one resting at its
         extreme level, nor a quantised one moving by its quantum; a run over which the whole
         vector holds is ``frozen_signal``'s), while it takes more than two values (a binary
-        gripper command is not clipped). After lerobot-doctor 0.2.0 (checks/actions.py: over
-        50 % of a dimension's values at its minimum or maximum warns, over 99 % fails), per
-        episode and per run."""
+        gripper command is not clipped) and, away from the extreme, distinct values in at
+        least half of its frames (a quantised signal, such as cr5's joint velocities in
+        steps of 0.00095, repeats its levels everywhere). After lerobot-doctor 0.2.0
+        (checks/actions.py: over 50 % of a dimension's values at its minimum or maximum warns,
+        over 99 % fails), per episode and per run."""
         matrix = as_matrix(values)
         out = []
         if len(matrix) < 2 * MIN_CLIPPED_RUN or not np.isfinite(matrix).all():
@@ -191,6 +193,8 @@ class EpisodeChecks:
             for side, extreme in (("maximum", column.max()), ("minimum", column.min())):
                 at = column == extreme
                 share = at.mean()
+                if len(np.unique(column[~at])) < 0.5 * (~at).sum():
+                    continue  # quantised: repeats its levels away from the extreme too
                 cut = [
                     (a, b)
                     for a, b in runs(at)
