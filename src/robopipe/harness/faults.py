@@ -360,7 +360,8 @@ def _refresh_stats(root, episode: int) -> None:
         episode, [k for k in numeric if dataset.features[k]["dtype"] != "image"]
     )
     for key, values in columns.items():
-        stats[key] = {k: v.tolist() for k, v in numeric_stats(values).items()}
+        with np.errstate(invalid="ignore"):  # inf data gives NaN std, as lerobot's
+            stats[key] = {k: v.tolist() for k, v in numeric_stats(values).items()}
     _write_stats(root, episode, stats, refresh_global=True)
 
 
@@ -385,7 +386,8 @@ def _write_stats(root, episode: int, stats: dict, *, refresh_global: bool) -> No
             for i in sorted(every)
         ]
         old = json.loads((root / STATS_PATH).read_text())
-        new = aggregate_stats(listed)
+        with np.errstate(invalid="ignore"):  # NaN or inf data: NaN stats
+            new = aggregate_stats(listed)
         old.update({k: v for k, v in new.items() if k in old})
         (root / STATS_PATH).write_text(json.dumps(old, indent=4))
     _forget(root)
@@ -404,7 +406,7 @@ def _write_v30_stats(root: Path, episode: int, stats: dict) -> None:
                 if name not in table.column_names:
                     continue
                 column = table.column(name).to_pylist()
-                column[row] = np.asarray(value).reshape(-1).tolist()
+                column[row] = np.asarray(value).tolist()
                 i = table.schema.get_field_index(name)
                 table = table.set_column(
                     i, table.schema.field(name), pa.array(column, table.schema.field(name).type)

@@ -188,16 +188,28 @@ def _camera_findings(dataset, episode: int, options: QualityOptions, decode: Dec
                 )  # fmt: skip
             )
             continue
+        snap_s = options.sample_s / 2 if options.decode == "sample" else 0.0
         try:
-            luma = camera_luma(
-                dataset, path, dataset.video_start_s(episode, key), indices, episode, decode
+            decoded, luma = camera_luma(
+                dataset,
+                path,
+                dataset.video_start_s(episode, key),
+                indices,
+                episode,
+                decode,
+                snap_s=snap_s,
             )
         except DatasetError as err:
             found.append(finding("unreadable_video", "error", episode, err.reason, feature=key))
             continue
         if options.enabled("frozen_camera"):
             for stretch in frozen_stretches(
-                indices, luma, dataset.fps, options.frozen_camera_s, options.frozen_camera_diff
+                decoded,
+                luma,
+                dataset.fps,
+                options.frozen_camera_s,
+                options.frozen_camera_diff,
+                options.black_luma if options.enabled("black_camera") else None,
             ):
                 found.append(
                     finding(
@@ -215,7 +227,7 @@ def _camera_findings(dataset, episode: int, options: QualityOptions, decode: Dec
                 )
         if options.enabled("black_camera"):
             for stretch in black_stretches(
-                indices, luma, dataset.fps, options.black_camera_s, options.black_luma
+                decoded, luma, dataset.fps, options.black_camera_s, options.black_luma
             ):
                 found.append(
                     finding(
@@ -282,6 +294,17 @@ class _Collected:
                 for stat, value in entry.items():
                     target.setdefault(stat, []).append(np.asarray(value, np.float64))
 
+    def sort(self) -> None:
+        """Order the summary rows by episode index (partials come in any order)."""
+        order = np.argsort(self.rows, kind="stable")
+        self.rows = [self.rows[i] for i in order]
+        self.hashes = [self.hashes[i] for i in order]
+        self.signatures = [self.signatures[i] for i in order]
+        for entry in self.features.values():
+            for stat, values in entry.items():
+                if len(values) == len(order):
+                    entry[stat] = [values[i] for i in order]
+
     def matrix(self, key: str, stat: str) -> np.ndarray:
         """``(summary rows, dims)`` float64 of one feature's stat."""
         return np.stack(self.features[key][stat]) if key in self.features else np.zeros((0, 0))
@@ -323,6 +346,7 @@ def merge_batches(
     collected = _Collected()
     for path in partials:
         collected.add(json.loads(Path(path).read_text(encoding="utf-8")), Path(path))
+    collected.sort()
     head = collected.head
     checks = EpisodeChecks(options, head["fps"], head["names"])
     found = list(collected.findings)
@@ -489,12 +513,16 @@ def _constant_dimension(collected: _Collected, checks: EpisodeChecks) -> list[di
 
 def _action_jump(collected: _Collected, checks: EpisodeChecks) -> list[dict]:
     """``action_jump``: a frame-to-frame change of an action dimension whose robust z-score
-    ``|delta - median| / (1.4826 * MAD)`` is at least ``action_jump_z``, the MAD being the
-    median over episodes of each episode's MAD of that dimension's deltas (where it is 0,
-    1.2533 times the median of their mean absolute deviations, the same scale for normal
-    data). lerobot-doctor 0.2.0 (checks/actions.py) divides deltas by their global standard
-    deviation and flags a mean over dimensions above 8; the median and MAD are not moved by
-    the jumps themselves, and the largest dimension is reported."""
+    ``|delta - median| / (1.4826 * MAD)`` is at least ``action_jump_z`` and which is at least
+    ``action_jump_span`` of the dimension's range over the dataset. The MAD is the median over
+    episodes of each episode's MAD of that dimension's deltas (where it is 0, 1.2533 times the
+    median of their mean absolute deviations, the same scale for normal data); the span guard
+    keeps quantised or mostly idle dimensions, whose MAD is one quantum or 0, from flagging
+    every movement (cr5's joint velocities). Dimensions named by ``info_dimensions`` (a
+    gripper, which opens and closes in steps) are left out. lerobot-doctor 0.2.0
+    (checks/actions.py) divides deltas by their global standard deviation and flags a mean
+    over dimensions above 8; the median and MAD are not moved by the jumps themselves, and
+    the largest dimension is reported."""
     out = []
     threshold = checks.options.action_jump_z
     rows = np.asarray(collected.rows)
@@ -506,24 +534,29 @@ def _action_jump(collected: _Collected, checks: EpisodeChecks) -> list[dict]:
         scale = 1.4826 * np.median(mad, axis=0)
         fallback = 1.2533 * np.median(collected.matrix(key, "delta_mean"), axis=0)
         scale = np.where(scale > 0, scale, fallback)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            z = np.where(scale > 0, collected.matrix(key, "delta_max") / scale, 0.0)
+        largest = collected.matrix(key, "delta_max")
+        with np.errstate(all="ignore"):
+            span = np.nanmax(collected.matrix(key, "max"), axis=0) - np.nanmin(
+                collected.matrix(key, "min"), axis=0
+            )
+            z = np.where(scale > 0, largest / scale, 0.0)
+        z[largest < checks.options.action_jump_span * span] = 0.0
+        gripper = [checks.is_info_dimension(key, d) for d in range(z.shape[1])]
+        z[:, np.asarray(gripper, bool)] = 0.0  # a gripper opens and closes in steps
         frames = collected.matrix(key, "delta_frame")
         for row in np.flatnonzero((z >= threshold).any(axis=1)):
             dim = int(np.argmax(z[row]))
             frame = int(frames[row, dim])
+            jumps = int((z[row] >= threshold).sum())
             out.append(
                 finding(
                     "action_jump",
                     checks.severity("action_jump"),
                     int(rows[row]),
-                    f"{checks.label(key, dim)} changes by {z[row, dim]:.0f} robust z-scores "
-                    f"from frame {frame} to {frame + 1}"
-                    + (
-                        f" ({int((z[row] >= threshold).sum())} dimensions jump)"
-                        if (z[row] >= threshold).sum() > 1
-                        else ""
-                    ),  # fmt: skip
+                    f"{checks.label(key, dim)} changes by {largest[row, dim]:.4g} "
+                    f"({largest[row, dim] / span[dim]:.0%} of its range, "
+                    f"{z[row, dim]:.0f} robust z-scores) from frame {frame} to {frame + 1}"
+                    + (f"; {jumps} dimensions jump" if jumps > 1 else ""),
                     feature=key,
                     dimension=dim,
                     frames=(frame, frame + 1),

@@ -440,8 +440,8 @@ def read_episode_frames(
     storage_options: dict | None = None,
 ) -> np.ndarray:
     """Frames ``frame_indices`` (of the episode, 0-based) of camera ``video_key``: uint8
-    ``(n, H, W, 3)`` RGB, in the order asked, decoded on the CPU with PyAV (seeking to the
-    keyframe before each frame that is not close after the last one decoded).
+    ``(n, H, W, 3)`` RGB, in the order asked, decoded on the CPU with PyAV (only the GOPs
+    holding them, :func:`robopipe.quality.video._cpu_frames`).
 
     Raises:
         DatasetError: no such episode or camera, a frame index out of range, or a video file

@@ -168,36 +168,52 @@ class EpisodeChecks:
 
     def clipped_dimension(self, episode: int, key: str, values: np.ndarray) -> list[dict]:
         """``clipped_dimension``: a dimension sits exactly at its episode maximum (or minimum)
-        for at least ``clipped_fraction`` of the frames, in runs of at least 3 frames, while
-        it takes more than two values (a binary gripper command is not clipped). After
-        lerobot-doctor 0.2.0 (checks/actions.py: over 50 % of a dimension's values at its
-        minimum or maximum warns, over 99 % fails), per episode."""
+        for at least ``clipped_fraction`` of the frames, in runs of at least 3 frames that
+        the signal approaches or leaves (the two steps before or after the run) by a step of
+        more than twice its smallest step (a signal cut at a limit; not one resting at its
+        extreme level, nor a quantised one moving by its quantum; a run over which the whole
+        vector holds is ``frozen_signal``'s), while it takes more than two values (a binary
+        gripper command is not clipped) and, away from the extreme, distinct values in at
+        least half of its frames (a quantised signal, such as cr5's joint velocities in
+        steps of 0.00095, repeats its levels everywhere). After lerobot-doctor 0.2.0
+        (checks/actions.py: over 50 % of a dimension's values at its minimum or maximum warns,
+        over 99 % fails), per episode and per run."""
         matrix = as_matrix(values)
         out = []
-        if len(matrix) < 2 * MIN_CLIPPED_RUN:
+        if len(matrix) < 2 * MIN_CLIPPED_RUN or not np.isfinite(matrix).all():
             return out
+        steps = np.abs(np.diff(matrix, axis=0))
+        held = np.all(steps == 0, axis=1)  # the whole vector repeats from frame i to i + 1
         for dim in range(matrix.shape[1]):
             column = matrix[:, dim]
-            finite = column[np.isfinite(column)]
-            if len(finite) < len(column) or np.ptp(finite) == 0 or len(np.unique(finite)) <= 2:
+            moving = steps[:, dim][steps[:, dim] > 0]
+            if not len(moving) or len(np.unique(column)) <= 2:
                 continue
-            for side, extreme in (("maximum", finite.max()), ("minimum", finite.min())):
+            smallest = moving.min()
+            for side, extreme in (("maximum", column.max()), ("minimum", column.min())):
                 at = column == extreme
                 share = at.mean()
-                long = [r for r in runs(at) if r[1] - r[0] + 1 >= MIN_CLIPPED_RUN]
-                if share < self.options.clipped_fraction or not long:
+                if len(np.unique(column[~at])) < 0.5 * (~at).sum():
+                    continue  # quantised: repeats its levels away from the extreme too
+                cut = [
+                    (a, b)
+                    for a, b in runs(at)
+                    if b - a + 1 >= MIN_CLIPPED_RUN
+                    and _approach(steps[:, dim], a, b) > 2 * smallest
+                    and not held[a:b].all()
+                ]
+                if share < self.options.clipped_fraction or not cut:
                     continue
-                first, last = long[0][0], long[-1][1]
                 out.append(
                     finding(
                         "clipped_dimension",
                         self.severity("clipped_dimension", key, dim),
                         episode,
                         f"{self.label(key, dim)} sits at its {side} {extreme:.6g} for "
-                        f"{share:.0%} of the frames",
+                        f"{share:.0%} of the frames ({len(cut)} run(s) cut at that level)",
                         feature=key,
                         dimension=dim,
-                        frames=(first, last),
+                        frames=(cut[0][0], cut[-1][1]),
                         value=share,
                         threshold=self.options.clipped_fraction,
                     )  # fmt: skip
@@ -331,6 +347,12 @@ class EpisodeChecks:
         return out
 
 
+def _approach(steps: np.ndarray, first: int, last: int) -> float:
+    """The largest of the two steps before a run ``[first, last]`` and the two after it."""
+    near = np.concatenate([steps[max(first - 2, 0) : first], steps[last : last + 2]])
+    return float(near.max()) if len(near) else 0.0
+
+
 def _stat_problem(entry: dict, data: dict, count: int, scale, rtol: float):
     """The first stored stat that differs from the data's: ``(stat, dimension, stored, data)``
     or None."""
@@ -345,9 +367,10 @@ def _stat_problem(entry: dict, data: dict, count: int, scale, rtol: float):
         want = np.asarray(data[stat], np.float64).reshape(-1)
         if stored.shape != want.shape:
             return stat, None, float(len(stored)), float(len(want))
-        both_nan = np.isnan(stored) & np.isnan(want)
-        tolerance = rtol * (np.abs(want) + np.broadcast_to(scale, want.shape))
-        bad = ~both_nan & ~(np.abs(stored - want) <= tolerance)
+        with np.errstate(invalid="ignore"):
+            same = (stored == want) | (np.isnan(stored) & np.isnan(want))
+            tolerance = rtol * (np.abs(want) + np.broadcast_to(scale, want.shape))
+            bad = ~same & ~(np.abs(stored - want) <= tolerance)
         if bad.any():
             dim = int(np.flatnonzero(bad)[0])
             return stat, dim, float(stored[dim]), float(want[dim])
@@ -387,12 +410,16 @@ def summarise(
                 "sumsq": np.where(finite, matrix * matrix, 0).sum(axis=0).tolist(),
                 "count": finite.sum(axis=0).tolist(),
             }
-        if key in action_keys and len(matrix) >= 3:
+        if key in action_keys and len(matrix) < 3:  # no deltas to speak of
+            zeros = [0.0] * matrix.shape[1]
+            entry.update(delta_mad=zeros, delta_mean=zeros, delta_max=zeros, delta_frame=zeros)
+        elif key in action_keys:
             deltas = np.diff(clean, axis=0)
+            median = np.median if finite.all() else np.nanmedian  # nanmedian is 10x slower
             with np.errstate(all="ignore"):
-                centre = np.nanmedian(deltas, axis=0)
+                centre = median(deltas, axis=0)
                 deviation = np.abs(deltas - centre)
-                entry["delta_mad"] = np.nan_to_num(np.nanmedian(deviation, axis=0)).tolist()
+                entry["delta_mad"] = np.nan_to_num(median(deviation, axis=0)).tolist()
                 entry["delta_mean"] = np.nan_to_num(np.nanmean(deviation, axis=0)).tolist()
                 filled = np.nan_to_num(deviation, nan=0.0)
                 entry["delta_max"] = filled.max(axis=0).tolist()

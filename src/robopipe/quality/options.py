@@ -59,7 +59,7 @@ CHECK_INFO: dict[str, tuple[str, str, str | None]] = {
     "action_jump": (
         "warning",
         "a frame-to-frame action change of action_jump_z robust z-scores or more "
-        "(MAD of the dataset's deltas)",
+        "(MAD of the dataset's deltas) and action_jump_span of the dimension's range",
         "action_jump_z",
     ),
     "idle_episode": (
@@ -133,6 +133,8 @@ class QualityOptions:
             (at least 3 frames).
         clipped_fraction: share of an episode's frames at its minimum or maximum value.
         action_jump_z: robust z-score (``|delta| / (1.4826 * MAD)``) of an action jump.
+        action_jump_span: an action jump is also at least this share of the dimension's
+            range over the dataset.
         idle_ratio: an episode is idle when each dimension's range is below this share of its
             median range over episodes.
         length_z: robust z-score of an episode length outlier (Iglewicz and Hoaglin's
@@ -161,6 +163,7 @@ class QualityOptions:
     frozen_signal_s: float = 1.0
     clipped_fraction: float = 0.1
     action_jump_z: float = 50.0
+    action_jump_span: float = 0.75
     idle_ratio: float = 0.05
     length_z: float = 5.0
     length_min_s: float = 1.0

@@ -1,13 +1,12 @@
 """Decode the frames the camera checks need, and find frozen and black stretches in them.
 
 Frames are decoded at the times ``from_timestamp + i / fps`` of the episode's frames ``i``
-(v2.x: ``from_timestamp`` is 0). On the CPU, PyAV decodes only what is needed: it seeks to the
-keyframe before a wanted frame when a keyframe lies between the last decoded frame and it (the
-keyframes come from the mp4's own index, :func:`robopipe.mp4.plain_track`, for a local file;
-otherwise from the intervals seen so far), and decodes forward from there; each wanted frame is
-scaled down to a thumbnail as it is converted. On a CUDA GPU, torchcodec's NVDEC decoder gives
-the wanted frames (``get_frames_played_at``); where it cannot (no GPU, no torchcodec, a codec
-NVDEC lacks) the CPU decodes them, and the reason is kept for quality.json's ``decode`` section.
+(v2.x: ``from_timestamp`` is 0). On the CPU, PyAV reads the packets in order and decodes only
+the GOPs (keyframe to keyframe) that hold a wanted frame (:func:`_cpu_frames`); each wanted
+frame is scaled down to a thumbnail as it is converted. On a CUDA GPU, torchcodec's NVDEC
+decoder gives the wanted frames (``get_frames_played_at``); where it cannot (no GPU, no
+torchcodec, a codec NVDEC lacks) the CPU decodes them, and the reason is kept for
+quality.json's ``decode`` section.
 
 The checks compare thumbnails' luma (Rec. 601 weights of RGB, 0-255): a frame is *black*
 when its mean luma is at most ``black_luma``; two frames are the *same picture* when their
@@ -16,15 +15,17 @@ mean absolute luma difference is at most ``frozen_camera_diff``.
 
 from __future__ import annotations
 
-import os
+import contextlib
+import glob
 import time
 from dataclasses import dataclass, field
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
+from fsspec.implementations.local import LocalFileSystem
 
 from robopipe.errors import DatasetError
-from robopipe.mp4 import plain_track
 from robopipe.remux import MP4
 
 THUMB_WIDTH = 64  # pixels: thumbnails keep the aspect ratio
@@ -65,10 +66,13 @@ class DecodeStats:
 
 def resolve_device(requested: str) -> tuple[str, str | None]:
     """``(device, fallback reason)`` for ``requested`` (``auto``, ``cpu`` or ``cuda``):
-    ``cuda`` where torch sees a CUDA GPU and torchcodec is importable, else ``cpu`` with the
-    reason (None when ``cpu`` was asked)."""
+    ``cuda`` where an NVIDIA device exists, torch sees a CUDA GPU and torchcodec is
+    importable, else ``cpu`` with the reason (None when ``cpu`` was asked); torch is imported
+    only where a device exists."""
     if requested == "cpu":
         return "cpu", None
+    if not glob.glob("/dev/nvidia[0-9]*"):  # no GPU: do not pay torch's import
+        return "cpu", "no NVIDIA GPU (no /dev/nvidia* device)"
     try:
         import torch
         import torchcodec  # noqa: F401
@@ -98,72 +102,93 @@ def thumb_size(width: int, height: int) -> tuple[int, int]:
     return max(2, w - w % 2), h + h % 2
 
 
-def _open(fs, path: str):
-    """A file object for PyAV/torchcodec, and the local path where the file is local."""
-    local = (
-        getattr(fs, "protocol", None) in ("file", ("file", "local"))
-        or type(fs).__name__ == "LocalFileSystem"
-    )
-    if local:
-        return path, path
-    return fs.open(path, "rb"), None
+@contextlib.contextmanager
+def _opened(fs, path: str):
+    """What PyAV or torchcodec opens ``path`` of ``fs`` from: the path itself where the file
+    is local, else an fsspec file (range reads), closed on exit."""
+    if isinstance(fs, LocalFileSystem):
+        yield path
+        return
+    with fs.open(path, "rb") as f:
+        yield f
 
 
-def _keyframe_times(local_path: str | None) -> np.ndarray | None:
-    """The keyframes' presentation times (seconds, sorted) from a local mp4's index, or
-    None where it cannot be read without FFmpeg."""
-    if local_path is None:
-        return None
-    track = plain_track(local_path)
-    if track is None:
-        return None
-    return np.sort(track.pts[track.keyframes]) / track.timescale
+def _cpu_frames(
+    source, start_s: float, fps: float, indices: np.ndarray, convert, *, every=False, snap_s=0.0
+) -> tuple[dict[int, np.ndarray], set[int]]:
+    """Decode the episode frames ``indices`` (sorted int array) of the mp4 ``source`` whose
+    episode starts ``start_s`` seconds into it.
 
+    The packets are read in order from the keyframe before ``start_s`` (one seek, for a v3.0
+    file) and held one GOP (keyframe to keyframe) at a time; a GOP is decoded only where it
+    holds a wanted frame (``every``: every GOP), so no seek or decoder flush is paid per frame
+    and the GOPs between samples are never decoded. A GOP no longer than ``snap_s`` seconds
+    (lerobot encodes a keyframe every 2 frames) is represented by its keyframe alone: only
+    that packet is decoded, standing for the wanted frames of its GOP.
 
-def _cpu_frames(source, local_path, start_s, fps, indices, convert):
-    """``{index: convert(frame)}`` for the episode frames ``indices`` (sorted int array)."""
+    Returns:
+        ``({frame index: convert(frame)}, the wanted indices covered)``: with ``snap_s`` the
+        decoded frames may be the keyframes near the wanted ones.
+    """
     wanted = set(indices.tolist())
     found: dict[int, np.ndarray] = {}
-    keys = _keyframe_times(local_path)
+    covered: set[int] = set()
+    if not len(indices):
+        return found, covered
     half = 0.5 / fps
+    times = start_s + indices / fps
+    last_s = float(times[-1])
     with av.open(source, format=MP4) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
-        frames = None
-        last_s = None  # time of the last decoded frame
-        gop_s = 0.0  # the longest keyframe interval seen (when the index is unknown)
-        last_key = None
-        for index in indices.tolist():
-            if index in found:
+        base = float(stream.time_base)
+        if start_s > 0:
+            container.seek(max(0, int((start_s - half) / base)), stream=stream)
+
+        def take(frame) -> None:
+            if frame.pts is None:
+                return
+            # frames drained at the end carry no time base of their own: use the stream's
+            got = round((frame.pts * base - start_s) * fps)
+            if got in wanted and got not in found:
+                found[got] = convert(frame)
+
+        def decode(gop: list, until_s: float) -> None:
+            first_s = gop[0].pts * base
+            lo, hi = np.searchsorted(times, [first_s - half, until_s - half])
+            pending = [int(i) for i in indices[lo:hi] if int(i) not in covered]
+            if not pending and not every:
+                return
+            if until_s - first_s <= snap_s + 1e-9:
+                key = round((first_s - start_s) * fps)
+                if 0 <= key <= indices[-1]:
+                    wanted.add(key)
+                    covered.update(pending)
+                    gop = gop[:1]
+            else:
+                covered.update(pending)
+            for packet in gop:
+                for frame in stream.decode(packet):
+                    take(frame)
+
+        gop: list = []
+        for packet in container.demux(stream):
+            if packet.pts is None:
                 continue
-            target = start_s + index / fps
-            if frames is None or last_s is None or target < last_s - half:
-                seek = True
-            elif keys is not None:
-                lo, hi = np.searchsorted(keys, [last_s + half, target + half])
-                seek = hi > lo
-            else:
-                seek = target - last_s > max(gop_s, 1.5 / fps)
-            if seek:
-                container.seek(max(0, int((target - half) / stream.time_base)), stream=stream)
-                frames = container.decode(stream)
-            for frame in frames:
-                if frame.time is None:
-                    continue
-                last_s = frame.time
-                if frame.key_frame:
-                    if last_key is not None:
-                        gop_s = max(gop_s, last_s - last_key)
-                    last_key = last_s
-                got = round((last_s - start_s) * fps)
-                if got in wanted and got not in found:
-                    found[got] = convert(frame)
-                if got >= index:
+            if packet.is_keyframe:
+                if gop:
+                    decode(gop, packet.pts * base)
+                gop = []
+                if packet.pts * base > last_s + half:
                     break
-            else:
-                frames = None
-                break
-    return found
+            elif not gop:
+                continue  # before the first keyframe: undecodable
+            gop.append(packet)
+        if gop:
+            decode(gop, float("inf"))
+        for frame in stream.decode(None):
+            take(frame)
+    return found, covered
 
 
 def _rgb(frame) -> np.ndarray:
@@ -186,10 +211,12 @@ def decode_rgb(dataset, path: str, start_s: float, indices: np.ndarray, episode:
     )
 
 
-def _decode_or_raise(dataset, path, start_s, order, episode, convert):
+def _decode_or_raise(dataset, path, start_s, order, episode, convert, every=False, snap_s=0.0):
     try:
-        source, local = _open(dataset.fs, path)
-        found = _cpu_frames(source, local, start_s, dataset.fps, order, convert)
+        with _opened(dataset.fs, path) as source:
+            found, covered = _cpu_frames(
+                source, start_s, dataset.fps, order, convert, every=every, snap_s=snap_s
+            )
     except FileNotFoundError:
         raise DatasetError(
             dataset.name, "video file is missing", episode=episode, file=path
@@ -198,7 +225,7 @@ def _decode_or_raise(dataset, path, start_s, order, episode, convert):
         raise DatasetError(
             dataset.name, f"video cannot be decoded: {err}", episode=episode, file=path
         ) from None
-    missing = sorted(set(order.tolist()) - set(found))
+    missing = sorted(set(order.tolist()) - (covered if snap_s else set(found)))
     if missing:
         raise DatasetError(
             dataset.name,
@@ -210,38 +237,56 @@ def _decode_or_raise(dataset, path, start_s, order, episode, convert):
 
 
 def camera_luma(
-    dataset, path: str, start_s: float, indices: np.ndarray, episode: int, stats: DecodeStats
-) -> np.ndarray:
-    """Luma thumbnails of frames ``indices`` (sorted) of ``episode``: float32
-    ``(n, h, w)`` (0-255), decoded on ``stats.used``'s device (a CUDA decode that fails falls
-    back to the CPU and records why in ``stats.fallback``).
+    dataset,
+    path: str,
+    start_s: float,
+    indices: np.ndarray,
+    episode: int,
+    stats: DecodeStats,
+    *,
+    snap_s: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Luma thumbnails of the frames ``indices`` (sorted) of ``episode``, decoded on
+    ``stats.used``'s device (a CUDA decode that fails falls back to the CPU and records why
+    in ``stats.fallback``). On the CPU, a GOP of at most ``snap_s`` seconds gives its
+    keyframe for the wanted frames in it (:func:`_cpu_frames`).
+
+    Returns:
+        ``(frames, thumbnails)``: the episode frame indices decoded (int64, sorted) and their
+        float32 ``(n, h, w)`` luma (0-255).
 
     Raises:
         DatasetError: the file is missing or cannot be decoded, or lacks a wanted frame.
     """
     began = time.perf_counter()
     stats.files += 1
-    thumbs = None
+    result = None
     if stats.used == "cuda":
         try:
-            thumbs = _cuda_luma(dataset, path, start_s, indices)
+            result = indices, _cuda_luma(dataset, path, start_s, indices)
             stats.gpu_files += 1
         except Exception as err:  # noqa: BLE001  (any NVDEC failure: decode on the CPU)
             stats.fallback = stats.fallback or f"NVDEC failed on {path}: {err}"
-    if thumbs is None:
+    if result is None:
         feature = dataset.features.get(_key_of(dataset, path), {})
         w, h = _frame_size(feature)
         tw, th = thumb_size(w, h) if w and h else (THUMB_WIDTH, THUMB_WIDTH * 3 // 4)
 
+        scaler = VideoReformatter()  # one scaling context for the file's frames
+
         def convert(frame):
-            small = frame.to_ndarray(width=tw, height=th, format="rgb24")
+            small = scaler.reformat(frame, width=tw, height=th, format="rgb24").to_ndarray()
             return small.astype(np.float32) @ LUMA
 
-        found = _decode_or_raise(dataset, path, start_s, indices, episode, convert)
-        thumbs = np.stack([found[int(i)] for i in indices])
-    stats.frames += len(indices)
+        every = len(indices) == dataset.lengths[episode]
+        found = _decode_or_raise(
+            dataset, path, start_s, indices, episode, convert, every=every, snap_s=snap_s
+        )
+        order = np.array(sorted(found), dtype=np.int64)
+        result = order, np.stack([found[int(i)] for i in order])
+    stats.frames += len(result[0])
     stats.seconds += time.perf_counter() - began
-    return thumbs
+    return result
 
 
 def _key_of(dataset, path: str) -> str:
@@ -267,10 +312,10 @@ def _cuda_luma(dataset, path: str, start_s: float, indices: np.ndarray) -> np.nd
     import torch
     from torchcodec.decoders import VideoDecoder
 
-    source, _ = _open(dataset.fs, path)
-    decoder = VideoDecoder(source, device="cuda", seek_mode="approximate")
     times = (start_s + indices / dataset.fps).tolist()
-    batch = decoder.get_frames_played_at(seconds=times).data  # (n, 3, H, W) uint8 on the GPU
+    with _opened(dataset.fs, path) as source:
+        decoder = VideoDecoder(source, device="cuda", seek_mode="approximate")
+        batch = decoder.get_frames_played_at(seconds=times).data  # (n, 3, H, W) uint8, GPU
     h, w = batch.shape[-2:]
     tw, th = thumb_size(w, h)
     small = torch.nn.functional.interpolate(batch.float(), size=(th, tw), mode="area")
@@ -289,18 +334,27 @@ class Stretch:
 
 
 def frozen_stretches(
-    indices: np.ndarray, luma: np.ndarray, fps: float, min_s: float, max_diff: float
+    indices: np.ndarray,
+    luma: np.ndarray,
+    fps: float,
+    min_s: float,
+    max_diff: float,
+    black_luma: float | None = None,
 ) -> list[Stretch]:
     """Runs of consecutive sampled frames that are the same picture (mean absolute luma
-    difference of neighbours at most ``max_diff``), spanning at least ``min_s`` minus one
-    sampling step and one frame (so that a stretch of ``min_s`` is found wherever the
-    samples fall in it). ``value``: the run's largest neighbour difference."""
+    difference of neighbours at most ``max_diff``), spanning at least ``min_s`` minus the
+    longest sampling step and one frame (so that a stretch of ``min_s`` is found wherever the
+    samples fall in it); with ``black_luma``, neighbours that are both black (mean luma at
+    most that) do not count. ``value``: the run's largest neighbour difference."""
     if len(indices) < 2:
         return []
     diffs = np.abs(np.diff(luma, axis=0)).mean(axis=(1, 2))
     same = diffs <= max_diff
-    step = float(np.median(np.diff(indices))) / fps
-    need = max(min_s - step - 1 / fps, 1 / fps)
+    if black_luma is not None:  # a black stretch is black_camera's, not a frozen picture
+        black = luma.mean(axis=(1, 2)) <= black_luma
+        same &= ~(black[1:] & black[:-1])
+    step = float(np.max(np.diff(indices))) / fps
+    need = max(min_s - step - 1 / fps, 1 / fps) - 1e-6
     return [
         Stretch(
             int(indices[a]),
@@ -317,14 +371,14 @@ def black_stretches(
     indices: np.ndarray, luma: np.ndarray, fps: float, min_s: float, max_luma: float
 ) -> list[Stretch]:
     """Runs of consecutive sampled frames whose mean luma is at most ``max_luma``, spanning at
-    least ``min_s`` minus one sampling step and one frame. ``value``: the run's largest mean
+    least ``min_s`` minus the longest sampling step and one frame. ``value``: the run's largest mean
     luma."""
     if not len(indices):
         return []
     means = luma.mean(axis=(1, 2))
     black = means <= max_luma
-    step = float(np.median(np.diff(indices))) / fps if len(indices) > 1 else 1 / fps
-    need = max(min_s - step - 1 / fps, 0.0)
+    step = float(np.max(np.diff(indices))) / fps if len(indices) > 1 else 1 / fps
+    need = max(min_s - step - 1 / fps, 0.0) - 1e-6
     return [
         Stretch(
             int(indices[a]),
@@ -342,8 +396,3 @@ def _runs(flags: np.ndarray) -> list[tuple[int, int]]:
     padded = np.concatenate([[False], flags, [False]])
     edges = np.flatnonzero(np.diff(padded.astype(np.int8)))
     return [(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True)]
-
-
-def is_local(fs) -> bool:
-    """Whether ``fs`` is fsspec's local file system."""
-    return _open(fs, os.devnull)[1] is not None
