@@ -182,9 +182,15 @@ class EpisodeChecks:
         out = []
         if len(matrix) < 2 * MIN_CLIPPED_RUN or not np.isfinite(matrix).all():
             return out
+        fraction = self.options.clipped_fraction
+        at_top = (matrix == matrix.max(axis=0)).mean(axis=0) >= fraction
+        at_bottom = (matrix == matrix.min(axis=0)).mean(axis=0) >= fraction
+        candidates = np.flatnonzero(at_top | at_bottom)  # most dimensions stop here
+        if not len(candidates):
+            return out
         steps = np.abs(np.diff(matrix, axis=0))
         held = np.all(steps == 0, axis=1)  # the whole vector repeats from frame i to i + 1
-        for dim in range(matrix.shape[1]):
+        for dim in candidates.tolist():
             column = matrix[:, dim]
             moving = steps[:, dim][steps[:, dim] > 0]
             if not len(moving) or len(np.unique(column)) <= 2:
