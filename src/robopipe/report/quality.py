@@ -254,7 +254,8 @@ def signals(
     max_drawn: int = MAX_DRAWN,
 ) -> list[Path]:
     """One panel per numeric finding (:func:`signal_findings`, the first ``max_drawn``): its
-    feature over its episode (the flagged dimension, else every dimension), read from the
+    feature over its episode (the flagged dimension, else every dimension; for ``timestamp``
+    its drift from ``frame_index / fps``, where quality.json gives ``fps``), read from the
     dataset at ``root`` (:func:`robopipe.quality.read_episode_columns`), its flagged frames
     shaded. A signal that cannot be read shows why instead."""
     found = signal_findings(report)
@@ -281,7 +282,11 @@ def signals(
             values = values.reshape(len(values), -1)
             if dim is not None and dim < values.shape[1]:
                 values = values[:, [dim]]
-            ax.plot(np.arange(len(values)), values, linewidth=0.9)
+            frames = np.arange(len(values))
+            if feature == "timestamp" and report.get("fps"):  # the drift, not the clock
+                values = values - (frames / float(report["fps"]))[:, None]
+                ax.set_ylabel("timestamp drift, s", fontsize=8)
+            ax.plot(frames, values, linewidth=0.9)
         if finding.get("frames"):
             first, last = finding["frames"]
             ax.axvspan(first - 0.5, last + 0.5, color=SEVERITY_COLOURS[finding["severity"]],
