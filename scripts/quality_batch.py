@@ -2,7 +2,6 @@
 
 from robopipe.jobs import logged
 from robopipe.quality import QualityOptions, check_batch
-from robopipe.retry import RetryBudget
 from robopipe.workflow.quality import batch_episodes
 
 with logged(snakemake) as log:
@@ -10,11 +9,7 @@ with logged(snakemake) as log:
     episodes = batch_episodes(
         snakemake.wildcards.quality_batch,
         plan=snakemake.input.get("plan"),
-        root=params.root,
-        storage_options=params.storage_options,
-        selected=params.selected,
-        name=snakemake.wildcards.dataset,
-        retry_budget=RetryBudget.from_config(params.retry),
+        batches=snakemake.input.get("batches"),
     )
     log.info("%s: %d episodes of %s", snakemake.wildcards.quality_batch, len(episodes), params.root)
     check_batch(

@@ -77,6 +77,9 @@ ROBOMIMIC_BATCH_DIR = RESULTS_DIR + "/robomimic/batches/{batch}"
 # source's data file, ``chunk-000_file-000``), merged into the dataset's quality.json and
 # episodes.parquet (one row per episode, one column per check); the verdict of ``fail_on``
 QUALITY_DIR = RESULTS_DIR + "/quality"
+# a v3.0 source's batches: each data file's episodes, from meta/episodes (checkpoint
+# quality_batches; a v2.x source's are its plan's shards)
+QUALITY_BATCHES_FILE = QUALITY_DIR + "/batches.json"
 QUALITY_BATCH_FILE = QUALITY_DIR + "/batches/{quality_batch}.json"
 QUALITY_FILE = QUALITY_DIR + "/quality.json"
 QUALITY_EPISODES_FILE = QUALITY_DIR + "/episodes.parquet"

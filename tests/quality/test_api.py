@@ -128,3 +128,16 @@ def test_verdict_names_the_failing_findings(damaged, quality_of, tmp_path):
     assert verdict(clean, "error") is None
     with pytest.raises(ValueError, match="fail_on"):
         verdict(report, "sometimes")
+
+
+def test_command_line_writes_the_report_and_applies_fail_on(damaged, tmp_path, capsys):
+    from robopipe.quality.__main__ import main
+
+    faults.inject_nan(damaged, 2)
+    out = tmp_path / "q"
+    assert main([str(damaged), str(out), "--batch-episodes", "3"]) == 0
+    assert len(list((out / "parts").glob("*.json"))) == 3
+    assert json.loads((out / "quality.json").read_text())["counts"]["error"] == 1
+    assert main([str(damaged), str(out), "--fail-on", "error"]) == 1
+    assert "episode 2: nan_inf (error)" in capsys.readouterr().err
+    assert main([str(damaged), str(out), "--set", "decode=every"]) == 2

@@ -78,3 +78,18 @@ def test_the_strip_of_many_episodes_keeps_each_flagged_one(tmp_path):
         episodes[check] = ""
     quality.episodes_strip(episodes, CHECKS, tmp_path / "strip", "ds")
     assert "worst of 3 consecutive episodes" in svg_text(tmp_path / "strip.svg")
+
+
+def test_only_findings_in_one_episode_on_a_signal_or_camera_are_drawn():
+    report = {
+        "findings": [
+            {"check": "constant_dimension", "severity": "info", "episode_index": None,
+             "feature": "action", "dimension": 6},
+            {"check": "missing_file", "severity": "error", "episode_index": 3,
+             "feature": "observation.images.front"},
+            {"check": "nan_inf", "severity": "warning", "episode_index": 2, "feature": "action"},
+            {"check": "nan_inf", "severity": "error", "episode_index": 5, "feature": "action"},
+        ]
+    }  # fmt: skip
+    assert [f["episode_index"] for f in quality.signal_findings(report)] == [5, 2]
+    assert quality.camera_findings(report) == []

@@ -13,6 +13,11 @@ from robopipe.quality import CHECKS, QualityOptions
 from robopipe.workflow import quality
 from robopipe.workflow.sources import Datasets
 
+
+def no_checkpoint(name):
+    raise AssertionError("a v2.1 source's batches need no checkpoint")
+
+
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow/schemas/config.schema.yaml"
 
 
@@ -29,8 +34,11 @@ def test_a_v21_sources_batches_are_its_plans_shards(make_v21, tmp_path):
         }
     )
     plan = datasets.plan("d")
-    assert quality.batch_ids(datasets, "d") == [s.id for s in plan.shards]
-    assert quality.batch_files(datasets, "d")[0] == "results/d/quality/batches/shard-000000.json"
+    assert quality.batch_ids(datasets, "d", no_checkpoint) == [s.id for s in plan.shards]
+    assert (
+        quality.batch_files(datasets, "d", no_checkpoint)[0]
+        == "results/d/quality/batches/shard-000000.json"
+    )
     assert quality.batch_inputs(datasets, "d") == {"plan": "results/d/plan.json"}
     plan.save(tmp_path / "plan.json")
     shard = plan.shards[1].id
@@ -49,15 +57,18 @@ def test_a_changed_mp4_changes_its_batchs_signature_only(make_v21, tmp_path):
     assert [a != b for a, b in zip(after, before, strict=True)] == [False, True, False]
 
 
-def test_a_v30_sources_batches_are_its_data_files(v30):
+def test_a_v30_sources_batches_are_its_data_files(v30, tmp_path):
+    assert quality.v30_batches(str(v30)) == {"chunk-000_file-000": [0, 1, 2, 3]}
+    batches = quality.v30_batches(str(v30), selected=[3, 1])
+    assert batches == {"chunk-000_file-000": [1, 3]}
+    assert quality.v30_batches(str(v30), selected=[]) == {}
+    quality.write_batches(batches, tmp_path / "batches.json")
     datasets = Datasets({"datasets": {"d": {"path": str(v30)}}})
-    ids = quality.batch_ids(datasets, "d")
+    ids = quality.batch_ids(datasets, "d", lambda name: str(tmp_path / "batches.json"))
     assert ids == ["chunk-000_file-000"]
-    assert quality.batch_inputs(datasets, "d") == {"check": "results/d/check.json"}
+    assert quality.batch_inputs(datasets, "d") == {"batches": "results/d/quality/batches.json"}
     assert quality.batch_signatures(datasets, "d", ids[0]) == ""
-    assert quality.batch_episodes(ids[0], root=str(v30)) == [0, 1, 2, 3]
-    assert quality.batch_episodes(ids[0], root=str(v30), selected=[3, 1]) == [1, 3]
-    assert quality.batch_episodes("chunk-000_file-001", root=str(v30)) == []
+    assert quality.batch_episodes(ids[0], batches=str(tmp_path / "batches.json")) == [1, 3]
     assert quality.v30_batch("data/chunk-001/file-012.parquet") == "chunk-001_file-012"
     with pytest.raises(ValueError, match="not a LeRobot v3.0 data file"):
         quality.v30_batch("data/episode_000001.parquet")
@@ -88,8 +99,11 @@ def test_a_datasets_quality_section_overrides_the_defaults_key_by_key():
 
 def test_the_schema_knows_every_option_and_check(schema):
     section = schema["definitions"]["quality"]["properties"]
-    options = set(QualityOptions().to_config())
-    assert set(section) == options
+    defaults = QualityOptions().to_config()
+    assert set(section) == set(defaults)
+    for key, value in defaults.items():  # the description gives the default
+        if isinstance(value, float):
+            assert f"(default {value:g})" in section[key]["description"], key
     assert set(CHECKS) <= set(section["severity"]["properties"])
 
 

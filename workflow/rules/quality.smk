@@ -1,11 +1,11 @@
 # Content quality (robopipe.quality): which episodes are bad. One quality_batch job per batch
-# of episodes (a v2.x source's conversion shard, a v3.0 source's data file:
-# robopipe.workflow.quality), each reading its episodes' columns once and a sample of their
-# frames; quality_merge runs the dataset-wide checks and writes quality.json and
-# episodes.parquet; quality_verdict fails the run where `quality: fail_on` says so. The
-# verdict is a job of its own because Snakemake deletes a failed job's outputs: the findings
-# that fail the run stay in quality.json for the user to read. The figures are rule
-# report_quality's (report.smk).
+# of episodes (a v2.x source's conversion shard; a v3.0 source's data file, listed by the
+# quality_batches checkpoint from meta/episodes: robopipe.workflow.quality), each reading its
+# episodes' columns once and a sample of their frames; quality_merge runs the dataset-wide
+# checks and writes quality.json and episodes.parquet; quality_verdict fails the run where
+# `quality: fail_on` says so. The verdict is a job of its own because Snakemake deletes a
+# failed job's outputs: the findings that fail the run stay in quality.json for the user to
+# read. The figures are rule report_quality's (report.smk).
 #
 # From common.smk: DATASETS, dataset_names(), slurm_group(), stop(), ROBOPIPE_ENV.
 from robopipe.layout import (
@@ -13,6 +13,7 @@ from robopipe.layout import (
     JOB_STATS_FILE,
     LOG_FILE,
     QUALITY_BATCH_FILE,
+    QUALITY_BATCHES_FILE,
     QUALITY_DOCTOR_FILE,
     QUALITY_EPISODES_FILE,
     QUALITY_FILE,
@@ -80,6 +81,43 @@ def quality_storage_options(wildcards):
     return DATASETS[wildcards.dataset].storage_options()
 
 
+def quality_batches_file(name):
+    """The quality_batches checkpoint's output of a v3.0 dataset."""
+    return checkpoints.quality_batches.get(dataset=name).output[0]
+
+
+def quality_merge_group(wildcards):
+    """group: of quality_merge: a v3.0 source's runs alone, after its batches checkpoint
+    (robopipe.workflow.groups.AFTER_CHECKPOINT), a v2.x source's as slurm_group says."""
+    if not DATASETS[wildcards.dataset].converted:
+        return None
+    return slurm_group("quality_merge")(wildcards)
+
+
+# A v3.0 source's batches, one per data file, with its episodes: meta/episodes read once,
+# after the check, in a job (a remote dataset is never read while the DAG is built).
+checkpoint quality_batches:
+    input:
+        CHECK_FILE,
+    output:
+        QUALITY_BATCHES_FILE,
+    log:
+        LOG_FILE.format(dataset="{dataset}", step="quality_batches"),
+    benchmark:
+        JOB_STATS_FILE.format(
+            dataset="{dataset}", step="quality_batches/quality_batches"
+        )
+    conda:
+        ROBOPIPE_ENV
+    params:
+        root=quality_location,
+        storage_options=quality_storage_options,
+        selected=lambda w: DATASETS[w.dataset].read_episodes(),
+        retry=lambda w: DATASETS[w.dataset].options.retry_budget.to_config(),
+    script:
+        "../../scripts/quality_batches.py"
+
+
 rule quality_batch:
     input:
         unpack(lambda w: quality_jobs.batch_inputs(DATASETS, w.dataset)),
@@ -99,8 +137,6 @@ rule quality_batch:
     params:
         root=quality_location,
         storage_options=quality_storage_options,
-        selected=lambda w: DATASETS[w.dataset].read_episodes(),
-        retry=lambda w: DATASETS[w.dataset].options.retry_budget.to_config(),
         options=quality_of,
         files=lambda w: quality_jobs.batch_signatures(
             DATASETS, w.dataset, w.quality_batch
@@ -113,7 +149,9 @@ rule quality_batch:
 # results only; the source passed its check first.
 rule quality_merge:
     input:
-        batches=lambda w: quality_jobs.batch_files(DATASETS, w.dataset),
+        batches=lambda w: quality_jobs.batch_files(
+            DATASETS, w.dataset, quality_batches_file
+        ),
         check=CHECK_FILE,
     output:
         report=QUALITY_FILE,
@@ -123,7 +161,7 @@ rule quality_merge:
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="quality_merge/quality_merge")
     group:
-        slurm_group("quality_merge")
+        quality_merge_group
     conda:
         ROBOPIPE_ENV
     params:

@@ -35,7 +35,7 @@ from robopipe.layout import (
     V21_EPISODES_PATH,
     V21_EPISODES_STATS_PATH,
 )
-from robopipe.quality.dataset import column_array, open_dataset
+from robopipe.quality.dataset import column_array, forget_opened, open_dataset
 from robopipe.remux import MP4, scheduling_kept
 from robopipe.stats import aggregate_stats, numeric_stats
 
@@ -279,7 +279,7 @@ def inject_missing_file(root, episode: int, *, video_key: str | None = None) -> 
 def _edit_rows(root, episode: int, keys: list[str], change) -> None:
     """Apply ``change({key: writable ndarray})`` to ``keys`` of ``episode``'s rows, write
     them back and refresh the episode's stored stats."""
-    _forget(root)
+    forget_opened()
     dataset = open_dataset(str(root))
     path = dataset.data_file(episode)
     table = pq.read_table(path)
@@ -300,7 +300,7 @@ def _edit_rows(root, episode: int, keys: list[str], change) -> None:
             _like(full, table.column(key)),
         )
     _write_parquet(path, table)
-    _forget(root)
+    forget_opened()
     _refresh_stats(root, episode)
 
 
@@ -329,12 +329,6 @@ def _write_parquet(path: str, table: pa.Table) -> None:
             writer.write_table(table.slice(start, size), row_group_size=max(size, 1))
             start += size
     os.replace(tmp, path)
-
-
-def _forget(root) -> None:
-    from robopipe.quality import dataset
-
-    dataset._open_cached.cache_clear()
 
 
 def _stored_stats(root, episode: int) -> dict:
@@ -379,7 +373,7 @@ def _write_stats(root, episode: int, stats: dict, *, refresh_global: bool) -> No
     else:
         _write_v30_stats(root, episode, stats)
     if refresh_global and (root / STATS_PATH).is_file():
-        _forget(root)
+        forget_opened()
         every = open_dataset(str(root)).stored_episode_stats(range(dataset.num_episodes))
         listed = [
             {k: {s: np.asarray(v) for s, v in e.items()} for k, e in every[i].items()}
@@ -390,7 +384,7 @@ def _write_stats(root, episode: int, stats: dict, *, refresh_global: bool) -> No
             new = aggregate_stats(listed)
         old.update({k: v for k, v in new.items() if k in old})
         (root / STATS_PATH).write_text(json.dumps(old, indent=4))
-    _forget(root)
+    forget_opened()
 
 
 def _write_v30_stats(root: Path, episode: int, stats: dict) -> None:
@@ -451,7 +445,7 @@ def _set_length(root, episode: int, length: int, *, copy_videos_of: int | None =
     info = json.loads((root / INFO_PATH).read_text())
     info["total_frames"] = int(info["total_frames"]) + shift
     (root / INFO_PATH).write_text(json.dumps(info, indent=4))
-    _forget(root)
+    forget_opened()
     for key in dataset.video_keys:
         if copy_videos_of is not None:
             shutil.copyfile(
@@ -472,7 +466,7 @@ def _edit_frames(root, episode: int, key: str, change, *, length: int | None = N
     """Decode the mp4 holding ``episode``'s camera ``key``, apply ``change(frames)`` to the
     episode's frames (a writable uint8 (T, H, W, 3) view; ``length``: keep only its first
     ``length`` frames, v2.1), and encode the file again."""
-    _forget(root)
+    forget_opened()
     dataset = open_dataset(str(root))
     path = dataset.video_file(episode, key)
     with av.open(path, format=MP4) as container:

@@ -261,17 +261,20 @@ def _global_stats_lists(dataset, found: list[dict]) -> dict:
 
 # ---------------------------------------------------------------------------- merge job
 class _Collected:
-    """The partials' per-episode summaries as arrays, one row per episode that has them."""
+    """The partials' per-episode summaries as arrays, one row per episode that has them,
+    ordered by episode index (:meth:`finish`): one block of rows per partial while reading,
+    so that the merge holds numbers, not an object per episode and value."""
 
     def __init__(self) -> None:
         self.head: dict | None = None
         self.decode: dict | None = None
         self.findings: list[dict] = []
         self.lengths: dict[int, int] = {}
-        self.rows: list[int] = []  # episode of each summary row
+        self.rows: np.ndarray | list = []  # episode of each summary row
         self.hashes: list[str] = []
-        self.signatures: list[np.ndarray] = []
-        self.features: dict[str, dict[str, list[np.ndarray]]] = {}
+        self.signatures: np.ndarray | list = []
+        self._blocks: dict[tuple[str, str], list[np.ndarray]] = {}
+        self._arrays: dict[tuple[str, str], np.ndarray] = {}
 
     def add(self, partial: dict, path: Path) -> None:
         if partial.get("version") != PARTIAL_VERSION:
@@ -280,34 +283,49 @@ class _Collected:
             self.head = partial["dataset"]
         self.decode = _add_decode(self.decode, partial["decode"])
         self.findings += partial.get("findings", [])
+        summarised = []
         for record in partial["episodes"]:
             episode = int(record["episode_index"])
             self.lengths[episode] = int(record["length"])
             self.findings += record["findings"]
-            if "features" not in record:
-                continue
-            self.rows.append(episode)
-            self.hashes.append(record["hash"])
-            self.signatures.append(np.asarray(record["signature"], np.float32))
-            for key, entry in record["features"].items():
-                target = self.features.setdefault(key, {})
-                for stat, value in entry.items():
-                    target.setdefault(stat, []).append(np.asarray(value, np.float64))
+            if "features" in record:
+                summarised.append(record)
+        if not summarised:
+            return
+        self.rows += [int(r["episode_index"]) for r in summarised]
+        self.hashes += [r["hash"] for r in summarised]
+        self.signatures.append(np.array([r["signature"] for r in summarised], np.float32))
+        for key, entry in summarised[0]["features"].items():
+            for stat in entry:
+                block = np.array([r["features"][key][stat] for r in summarised], np.float64)
+                self._blocks.setdefault((key, stat), []).append(block)
 
-    def sort(self) -> None:
-        """Order the summary rows by episode index (partials come in any order)."""
-        order = np.argsort(self.rows, kind="stable")
-        self.rows = [self.rows[i] for i in order]
+    def finish(self) -> None:
+        """Join the blocks and order the rows by episode index (partials come in any
+        order)."""
+        order = np.argsort(np.asarray(self.rows, np.int64), kind="stable")
+        self.rows = np.asarray(self.rows, np.int64)[order]
         self.hashes = [self.hashes[i] for i in order]
-        self.signatures = [self.signatures[i] for i in order]
-        for entry in self.features.values():
-            for stat, values in entry.items():
-                if len(values) == len(order):
-                    entry[stat] = [values[i] for i in order]
+        self.signatures = (
+            np.concatenate(self.signatures)[order] if self.signatures else np.zeros((0, 0))
+        )
+        for name, blocks in self._blocks.items():
+            joined = np.concatenate(blocks)
+            if len(joined) == len(order):
+                self._arrays[name] = joined[order]
+        self._blocks = {}
+
+    @property
+    def features(self) -> set[str]:
+        """The signal features that have summaries."""
+        return {key for key, _ in self._arrays}
+
+    def has(self, key: str, stat: str) -> bool:
+        return (key, stat) in self._arrays
 
     def matrix(self, key: str, stat: str) -> np.ndarray:
         """``(summary rows, dims)`` float64 of one feature's stat."""
-        return np.stack(self.features[key][stat]) if key in self.features else np.zeros((0, 0))
+        return self._arrays[(key, stat)]
 
 
 def _add_decode(total: dict | None, part: dict) -> dict:
@@ -346,7 +364,7 @@ def merge_batches(
     collected = _Collected()
     for path in partials:
         collected.add(json.loads(Path(path).read_text(encoding="utf-8")), Path(path))
-    collected.sort()
+    collected.finish()
     head = collected.head
     checks = EpisodeChecks(options, head["fps"], head["names"])
     found = list(collected.findings)
@@ -527,8 +545,7 @@ def _action_jump(collected: _Collected, checks: EpisodeChecks) -> list[dict]:
     threshold = checks.options.action_jump_z
     rows = np.asarray(collected.rows)
     for key in collected.head["actions"]:
-        entry = collected.features.get(key, {})
-        if "delta_mad" not in entry or len(entry["delta_mad"]) != len(rows):
+        if not collected.has(key, "delta_mad"):
             continue
         mad = collected.matrix(key, "delta_mad")
         scale = 1.4826 * np.median(mad, axis=0)
@@ -665,16 +682,13 @@ def _duplicates(collected: _Collected, checks: EpisodeChecks) -> list[dict]:
             )
         else:
             first_of[digest] = row
-    if len(rows) < 2 or not len(collected.signatures[0]):
-        return out
-    widths = {len(s) for s in collected.signatures}
-    if len(widths) != 1:
+    if len(rows) < 2 or not collected.signatures.shape[1]:
         return out
     spans = [np.nanmedian(_ranges(collected, k), axis=0) for k in collected.head["signals"]
              if k in collected.features]  # fmt: skip
     scale = np.repeat(np.concatenate(spans), SIGNATURE_POINTS)
     scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
-    signatures = np.stack(collected.signatures).astype(np.float64) / scale
+    signatures = collected.signatures.astype(np.float64) / scale
     lengths = np.array([collected.lengths[int(e)] for e in rows], dtype=np.float64)
     tolerance = checks.options.duplicate_tolerance
     flagged: set[int] = set(exact)
@@ -714,8 +728,9 @@ def _duplicates(collected: _Collected, checks: EpisodeChecks) -> list[dict]:
 def _global_stats(collected: _Collected, checks: EpisodeChecks) -> list[dict]:
     """The global part of ``stats_mismatch``: ``meta/stats.json``'s min, max, mean and std
     (population) of each signal feature against the same stats of every episode's rows
-    together (from the episodes' sums, as lerobot 0.6.1 ``aggregate_stats`` combines
-    them), within ``stats_rtol`` as the per-episode check."""
+    together (from the episodes' counts, sums and squared deviations, combined as
+    lerobot 0.6.1 ``aggregate_stats`` combines means and variances), within ``stats_rtol``
+    as the per-episode check."""
     out = []
     stored = collected.head.get("global_stats") or {}
     rtol = checks.options.stats_rtol
@@ -725,9 +740,13 @@ def _global_stats(collected: _Collected, checks: EpisodeChecks) -> list[dict]:
         count = collected.matrix(key, "count").sum(axis=0)
         if not count.all():
             continue
-        total = collected.matrix(key, "sum").sum(axis=0)
-        mean = total / count
-        variance = np.maximum(collected.matrix(key, "sumsq").sum(axis=0) / count - mean**2, 0)
+        counts = collected.matrix(key, "count")
+        sums = collected.matrix(key, "sum")
+        mean = sums.sum(axis=0) / count
+        with np.errstate(invalid="ignore", divide="ignore"):  # Chan et al.'s pairwise update
+            means = np.where(counts > 0, sums / counts, mean)
+        spread = collected.matrix(key, "m2") + counts * (means - mean) ** 2
+        variance = spread.sum(axis=0) / count
         data = {
             "min": np.nanmin(collected.matrix(key, "min"), axis=0),
             "max": np.nanmax(collected.matrix(key, "max"), axis=0),

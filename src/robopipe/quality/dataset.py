@@ -352,6 +352,12 @@ def _open_cached(root: str, options_key: str) -> QualityDataset:
     return _open(root, json.loads(options_key) or None)
 
 
+def forget_opened() -> None:
+    """Drop the datasets :func:`open_dataset` keeps, so that the next call reads the
+    metadata again (after a dataset's files were rewritten in place)."""
+    _open_cached.cache_clear()
+
+
 def open_dataset(root: str, *, storage_options: dict | None = None) -> QualityDataset:
     """Open the dataset at ``root`` (a folder or fsspec URL): its info.json and episode
     lengths (v3.0: meta/episodes), nothing per frame. The last few opened are cached.

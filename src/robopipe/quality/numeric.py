@@ -173,16 +173,24 @@ class EpisodeChecks:
         more than twice its smallest step (a signal cut at a limit; not one resting at its
         extreme level, nor a quantised one moving by its quantum; a run over which the whole
         vector holds is ``frozen_signal``'s), while it takes more than two values (a binary
-        gripper command is not clipped). After lerobot-doctor 0.2.0 (checks/actions.py: over
-        50 % of a dimension's values at its minimum or maximum warns, over 99 % fails), per
-        episode and per run."""
+        gripper command is not clipped) and, away from the extreme, distinct values in at
+        least half of its frames (a quantised signal, such as cr5's joint velocities in
+        steps of 0.00095, repeats its levels everywhere). After lerobot-doctor 0.2.0
+        (checks/actions.py: over 50 % of a dimension's values at its minimum or maximum warns,
+        over 99 % fails), per episode and per run."""
         matrix = as_matrix(values)
         out = []
         if len(matrix) < 2 * MIN_CLIPPED_RUN or not np.isfinite(matrix).all():
             return out
+        fraction = self.options.clipped_fraction
+        at_top = (matrix == matrix.max(axis=0)).mean(axis=0) >= fraction
+        at_bottom = (matrix == matrix.min(axis=0)).mean(axis=0) >= fraction
+        candidates = np.flatnonzero(at_top | at_bottom)  # most dimensions stop here
+        if not len(candidates):
+            return out
         steps = np.abs(np.diff(matrix, axis=0))
         held = np.all(steps == 0, axis=1)  # the whole vector repeats from frame i to i + 1
-        for dim in range(matrix.shape[1]):
+        for dim in candidates.tolist():
             column = matrix[:, dim]
             moving = steps[:, dim][steps[:, dim] > 0]
             if not len(moving) or len(np.unique(column)) <= 2:
@@ -191,6 +199,8 @@ class EpisodeChecks:
             for side, extreme in (("maximum", column.max()), ("minimum", column.min())):
                 at = column == extreme
                 share = at.mean()
+                if len(np.unique(column[~at])) < 0.5 * (~at).sum():
+                    continue  # quantised: repeats its levels away from the extreme too
                 cut = [
                     (a, b)
                     for a, b in runs(at)
@@ -380,9 +390,10 @@ def summarise(
 
     Returns:
         ``(features, hash, signature)``: ``features[key]`` has, per dimension (lists of
-        floats), ``min``, ``max`` (NaN where no value is finite), ``sum``, ``sumsq`` and
-        ``count`` (finite values) and for ``action_keys`` ``delta_mad`` (median absolute
-        deviation of the frame-to-frame deltas), ``delta_mean`` (their mean absolute
+        floats), ``min``, ``max`` (NaN where no value is finite), ``sum``, ``m2`` (the sum
+        of squared deviations from the episode's mean) and ``count`` (finite values) and
+        for ``action_keys`` ``delta_mad`` (median absolute deviation of the frame-to-frame
+        deltas), ``delta_mean`` (their mean absolute
         deviation), ``delta_max`` (the largest absolute deviation) and ``delta_frame`` (the
         frame before it); ``hash``: SHA-1 of the columns' bytes (exact duplicates);
         ``signature``: float32 ``(SIGNATURE_POINTS * dims,)``, each dimension resampled at
@@ -399,12 +410,15 @@ def summarise(
         finite = np.isfinite(matrix)
         clean = np.where(finite, matrix, np.nan)
         with np.errstate(all="ignore"):
+            count = finite.sum(axis=0)
+            total = np.where(finite, matrix, 0).sum(axis=0)
+            centred = np.where(finite, matrix - total / np.maximum(count, 1), 0)
             entry = {
                 "min": _nan_reduce(np.nanmin, clean),
                 "max": _nan_reduce(np.nanmax, clean),
-                "sum": np.where(finite, matrix, 0).sum(axis=0).tolist(),
-                "sumsq": np.where(finite, matrix * matrix, 0).sum(axis=0).tolist(),
-                "count": finite.sum(axis=0).tolist(),
+                "sum": total.tolist(),
+                "m2": (centred * centred).sum(axis=0).tolist(),
+                "count": count.tolist(),
             }
         if key in action_keys and len(matrix) < 3:  # no deltas to speak of
             zeros = [0.0] * matrix.shape[1]

@@ -30,6 +30,10 @@ from robopipe.remux import MP4
 
 THUMB_WIDTH = 64  # pixels: thumbnails keep the aspect ratio
 LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R BT.601
+# 8-bit pixel formats whose first plane is the luma
+PLANAR_8BIT = frozenset(
+    ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p", "yuvj444p", "nv12", "gray")
+)
 
 
 @dataclass
@@ -140,7 +144,10 @@ def _cpu_frames(
     last_s = float(times[-1])
     with av.open(source, format=MP4) as container:
         stream = container.streams.video[0]
-        stream.thread_type = "AUTO"
+        if every:
+            stream.thread_type = "AUTO"  # sequential decoding: frame threads help
+        else:
+            stream.codec_context.thread_count = 1  # lone keyframes: threads cost CPU
         base = float(stream.time_base)
         if start_s > 0:
             container.seek(max(0, int((start_s - half) / base)), stream=stream)
@@ -275,8 +282,7 @@ def camera_luma(
         scaler = VideoReformatter()  # one scaling context for the file's frames
 
         def convert(frame):
-            small = scaler.reformat(frame, width=tw, height=th, format="rgb24").to_ndarray()
-            return small.astype(np.float32) @ LUMA
+            return luma_thumbnail(frame, tw, th, scaler)
 
         every = len(indices) == dataset.lengths[episode]
         found = _decode_or_raise(
@@ -287,6 +293,27 @@ def camera_luma(
     stats.frames += len(result[0])
     stats.seconds += time.perf_counter() - began
     return result
+
+
+def luma_thumbnail(frame, width: int, height: int, scaler: VideoReformatter) -> np.ndarray:
+    """A decoded frame's luma (0-255, full range), about ``width`` x ``height``: float32.
+
+    8-bit YUV frames give their Y plane, averaged over blocks of pixels and, for limited
+    ("TV") range, stretched from 16-235 to 0-255 (no colour conversion); other pixel formats
+    are scaled to RGB with ``scaler`` and weighted by :data:`LUMA`. Both give about the same
+    values (BT.601 luma is the Y of the conversion)."""
+    if frame.format.name in PLANAR_8BIT:
+        plane = frame.planes[0]
+        rows = np.frombuffer(plane, np.uint8).reshape(-1, plane.line_size)
+        y = rows[: frame.height, : frame.width]
+        bh, bw = max(1, frame.height // height), max(1, frame.width // width)
+        h, w = frame.height // bh, frame.width // bw
+        small = y[: h * bh, : w * bw].reshape(h, bh, w, bw).mean(axis=(1, 3), dtype=np.float32)
+        if frame.format.name.startswith("yuvj") or frame.color_range == 2:  # full (JPEG) range
+            return small
+        return (small - 16) * np.float32(255 / 219)
+    small = scaler.reformat(frame, width=width, height=height, format="rgb24").to_ndarray()
+    return small.astype(np.float32) @ LUMA
 
 
 def _key_of(dataset, path: str) -> str:

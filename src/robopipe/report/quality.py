@@ -32,13 +32,14 @@ import pandas as pd
 from matplotlib.colors import BoundaryNorm, ListedColormap
 from matplotlib.patches import Patch
 
-from robopipe.quality import read_episode_columns, read_episode_frames
+from robopipe.quality import CHECKS, read_episode_columns, read_episode_frames
 from robopipe.report.figures import WIDTH_IN, bar_figure, headroom, placeholder, save
 
 __all__ = [
     "CAMERA_CHECKS",
     "MAX_DRAWN",
     "MAX_STRIP_COLUMNS",
+    "SIGNAL_CHECKS",
     "camera_findings",
     "cameras",
     "checks",
@@ -49,8 +50,11 @@ __all__ = [
     "worst_per_column",
 ]
 
-# the checks that flag a stretch of a camera's frames (robopipe.quality)
+# the checks that flag a stretch of a camera's frames (robopipe.quality), and those whose
+# findings are on a numeric feature's signal (the structural ones, missing_file and the like,
+# have nothing to draw)
 CAMERA_CHECKS = ("frozen_camera", "black_camera")
+SIGNAL_CHECKS = tuple(c for c in CHECKS if c not in CAMERA_CHECKS)
 SEVERITIES = ("info", "warning", "error")  # ascending
 SEVERITY_COLOURS = {"info": "#4c72b0", "warning": "#f0a030", "error": "#c44e52"}
 MAX_DRAWN = 12  # findings drawn in the contact sheet, and in the signal plots
@@ -67,9 +71,19 @@ def _most_severe_first(findings: Sequence[Mapping]) -> list[Mapping]:
     return sorted(findings, key=lambda f: (-_rank(f["severity"]), f["episode_index"]))
 
 
+def _drawable(finding: Mapping, checks: Sequence[str]) -> bool:
+    """Whether ``finding`` is one of ``checks`` in one episode, on a named feature."""
+    return (
+        finding["check"] in checks
+        and finding.get("episode_index") is not None
+        and bool(finding.get("feature"))
+    )
+
+
 def _where(finding: Mapping) -> str:
     """``episode 3, observation.state[2], frames 10-40``: as much as the finding names."""
-    parts = [f"episode {finding['episode_index']}"]
+    episode = finding.get("episode_index")
+    parts = ["every episode" if episode is None else f"episode {episode}"]
     if finding.get("feature"):
         dim = finding.get("dimension")
         parts.append(finding["feature"] + (f"[{dim}]" if dim is not None else ""))
@@ -166,20 +180,16 @@ def worst_per_column(
 
 
 def camera_findings(report: Mapping) -> list[Mapping]:
-    """The findings of a camera stretch (:data:`CAMERA_CHECKS`, with a camera and frames),
-    most severe first, then by episode."""
-    found = [
-        f
-        for f in report["findings"]
-        if f["check"] in CAMERA_CHECKS and f.get("feature") and f.get("frames")
-    ]
+    """The findings of a camera stretch (:data:`CAMERA_CHECKS`, in one episode, with its
+    camera and frames), most severe first, then by episode."""
+    found = [f for f in report["findings"] if _drawable(f, CAMERA_CHECKS) and f.get("frames")]
     return _most_severe_first(found)
 
 
 def signal_findings(report: Mapping) -> list[Mapping]:
-    """The findings of a numeric feature (every finding naming a feature but a camera
-    stretch's), most severe first, then by episode."""
-    found = [f for f in report["findings"] if f["check"] not in CAMERA_CHECKS and f.get("feature")]
+    """The findings of a numeric feature in one episode (:data:`SIGNAL_CHECKS`), most severe
+    first, then by episode."""
+    found = [f for f in report["findings"] if _drawable(f, SIGNAL_CHECKS)]
     return _most_severe_first(found)
 
 
@@ -244,7 +254,8 @@ def signals(
     max_drawn: int = MAX_DRAWN,
 ) -> list[Path]:
     """One panel per numeric finding (:func:`signal_findings`, the first ``max_drawn``): its
-    feature over its episode (the flagged dimension, else every dimension), read from the
+    feature over its episode (the flagged dimension, else every dimension; for ``timestamp``
+    its drift from ``frame_index / fps``, where quality.json gives ``fps``), read from the
     dataset at ``root`` (:func:`robopipe.quality.read_episode_columns`), its flagged frames
     shaded. A signal that cannot be read shows why instead."""
     found = signal_findings(report)
@@ -271,7 +282,11 @@ def signals(
             values = values.reshape(len(values), -1)
             if dim is not None and dim < values.shape[1]:
                 values = values[:, [dim]]
-            ax.plot(np.arange(len(values)), values, linewidth=0.9)
+            frames = np.arange(len(values))
+            if feature == "timestamp" and report.get("fps"):  # the drift, not the clock
+                values = values - (frames / float(report["fps"]))[:, None]
+                ax.set_ylabel("timestamp drift, s", fontsize=8)
+            ax.plot(frames, values, linewidth=0.9)
         if finding.get("frames"):
             first, last = finding["frames"]
             ax.axvspan(first - 0.5, last + 0.5, color=SEVERITY_COLOURS[finding["severity"]],
