@@ -6,16 +6,18 @@ from robopipe.workflow.quality import batch_episodes
 
 with logged(snakemake) as log:
     params = snakemake.params
+    options = QualityOptions.from_config(params.options)
     episodes = batch_episodes(
         snakemake.wildcards.quality_batch,
         plan=snakemake.input.get("plan"),
         batches=snakemake.input.get("batches"),
+        batch_episodes=options.batch_episodes,
     )
     log.info("%s: %d episodes of %s", snakemake.wildcards.quality_batch, len(episodes), params.root)
     check_batch(
         params.root,
         episodes,
-        QualityOptions.from_config(params.options),
+        options,
         snakemake.output[0],
         storage_options=params.storage_options or None,
     )

@@ -2,6 +2,7 @@
 the merged `quality:` options, and the config schema's quality section."""
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -121,3 +122,37 @@ def test_a_misspelt_quality_key_is_named_with_the_nearest(schema):
     assert config_problems(bad, schema)[0].startswith(
         "config: quality.fail_on: 'always' is not one"
     )
+
+
+def test_a_batch_of_more_than_batch_episodes_is_checked_in_parts(make_v21, v30, tmp_path):
+    datasets = Datasets(
+        {
+            "datasets": {"d": {"path": str(make_v21(episodes=5))}},
+            "conversion": {"episodes_per_shard": 4},
+        }
+    )
+    ids = quality.batch_ids(datasets, "d", no_checkpoint, batch_episodes=3)
+    assert ids == ["shard-000000-part-000", "shard-000000-part-001", "shard-000001"]
+    assert all(re.fullmatch(quality.QUALITY_BATCH_PATTERN, i) for i in ids)
+    plan = str(tmp_path / "plan.json")
+    datasets.plan("d").save(plan)
+    parts = [quality.batch_episodes(i, plan=plan, batch_episodes=3) for i in ids]
+    assert parts == [[0, 1, 2], [3], [4]]
+    signature = quality.batch_signatures(datasets, "d", "shard-000000")
+    assert quality.batch_signatures(datasets, "d", ids[1]) == signature
+
+    quality.write_batches(quality.v30_batches(str(v30)), tmp_path / "batches.json")
+    v30_ids = quality.batch_ids(
+        Datasets({"datasets": {"d": {"path": str(v30)}}}),
+        "d",
+        lambda name: str(tmp_path / "batches.json"),
+        batch_episodes=2,
+    )
+    assert v30_ids == ["chunk-000_file-000-part-000", "chunk-000_file-000-part-001"]
+    batches = str(tmp_path / "batches.json")
+    assert [quality.batch_episodes(i, batches=batches, batch_episodes=2) for i in v30_ids] == [
+        [0, 1],
+        [2, 3],
+    ]
+    with pytest.raises(ValueError, match="batch_episodes must be an integer > 0"):
+        QualityOptions(batch_episodes=0)

@@ -35,13 +35,13 @@ def sources(make_v21, tmp_path_factory):
 
 
 def config_of(roots, shard_episodes=2, **quality):
-    config = {
+    """A config of the datasets ``roots``; a batch holds at most 3 episodes, so a v3.0 data
+    file of 4 is checked in 2 parts."""
+    return {
         "datasets": {name: {"path": str(root)} for name, root in roots.items()},
         "conversion": {"episodes_per_shard": shard_episodes},
+        "quality": {"batch_episodes": 3, **quality},
     }
-    if quality:
-        config["quality"] = quality
-    return config
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +75,11 @@ def test_quality_json_names_each_injected_fault(sources, run):
         )
         verdict = json.loads((run / f"results/{name}/quality/verdict.json").read_text())
         assert verdict == {"fail_on": "never", "passed": True}
-    # the v2.1 source in its plan's 2 shards, the v3.0 one in its 1 data file
+    # the v2.1 source in its plan's 2 shards, the v3.0 one's 1 data file in 2 parts
     assert len(list(run.glob("results/v21/quality/batches/shard-*.json"))) == 2
-    assert [p.name for p in run.glob("results/v30/quality/batches/*.json")] == [
-        "chunk-000_file-000.json"
+    assert sorted(p.name for p in run.glob("results/v30/quality/batches/*.json")) == [
+        "chunk-000_file-000-part-000.json",
+        "chunk-000_file-000-part-001.json",
     ]
 
 

@@ -150,7 +150,10 @@ rule quality_batch:
 rule quality_merge:
     input:
         batches=lambda w: quality_jobs.batch_files(
-            DATASETS, w.dataset, quality_batches_file
+            DATASETS,
+            w.dataset,
+            quality_batches_file,
+            QUALITY_OPTIONS[w.dataset].batch_episodes,
         ),
         check=CHECK_FILE,
     output:

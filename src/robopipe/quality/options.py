@@ -152,6 +152,10 @@ class QualityOptions:
             are the same picture.
         black_camera_s: seconds a camera must be black.
         black_luma: mean luma (0-255) at or below which a frame is black.
+        batch_episodes: the most episodes one ``quality_batch`` job checks (default 1,000):
+            a conversion shard or v3.0 data file with more is checked in parts of this many,
+            side by side (a shard is sized by bytes, so small videos make shards of
+            thousands of episodes). Decides the jobs, not the findings.
     """
 
     decode: Literal["sample", "all"] = "sample"
@@ -175,6 +179,7 @@ class QualityOptions:
     frozen_camera_diff: float = 0.5
     black_camera_s: float = 1.0
     black_luma: float = 16.0
+    batch_episodes: int = 1000
 
     def __post_init__(self) -> None:
         choices = {
@@ -199,6 +204,10 @@ class QualityOptions:
             value = getattr(self, f.name)
             if isinstance(value, float) and not value > 0:
                 raise ValueError(f"quality option {f.name} must be > 0, got {value}")
+        if not (isinstance(self.batch_episodes, int) and self.batch_episodes > 0):
+            raise ValueError(
+                f"quality option batch_episodes must be an integer > 0, got {self.batch_episodes}"
+            )
         object.__setattr__(self, "severity", dict(self.severity))
         object.__setattr__(self, "info_dimensions", tuple(self.info_dimensions))
 

@@ -6,7 +6,9 @@ v2.x source's conversion shard (its id, ``shard-000000``: the plan the conversio
 while the DAG is built for a local folder, else by the ``plan`` checkpoint), or a v3.0
 source's data file (``chunk-000_file-000``: the ``quality_batches`` checkpoint reads
 ``meta/episodes`` once, after the check, and writes each data file's episodes). So the DAG is
-built without reading an episode, or anything of a remote dataset.
+built without reading an episode, or anything of a remote dataset. A shard or data file of
+more than ``QualityOptions.batch_episodes`` episodes is checked in parts of that many
+(``shard-000000-part-001``), so that small episodes still make parallel jobs.
 """
 
 from __future__ import annotations
@@ -44,7 +46,8 @@ __all__ = [
 
 # the {quality_batch} wildcard: a shard id or a v3.0 data file's chunk and file (no braces: a
 # constraint holding `{n,}` breaks Snakemake's parse of the output pattern)
-QUALITY_BATCH_PATTERN = r"(?:shard|chunk-\d+_file)-\d+"
+QUALITY_BATCH_PATTERN = r"(?:shard|chunk-\d+_file)-\d+(?:-part-\d+)?"
+_PART = re.compile(r"^(.*)-part-(\d+)$")
 _V30_DATA_FILE = re.compile(r"chunk-(\d+)/file-(\d+)\.parquet$")
 # options that decide nothing a job writes (only the verdict), left out of the jobs' params
 VERDICT_ONLY = ("fail_on",)
@@ -63,20 +66,47 @@ def v30_batch(data_file: str) -> str:
     return f"chunk-{int(match[1]):03d}_file-{int(match[2]):03d}"
 
 
-def batch_ids(datasets: Datasets, name: str, batches_file: Callable[[str], str]) -> list[str]:
+def _parts(batch: str, episodes: int, batch_episodes: int) -> list[str]:
+    """The batch ids of a shard or data file of ``episodes`` episodes: itself, or its parts of
+    at most ``batch_episodes`` (``<id>-part-000``, ...)."""
+    if episodes <= batch_episodes:
+        return [batch]
+    return [f"{batch}-part-{i:03d}" for i in range(-(-episodes // batch_episodes))]
+
+
+def _split(batch: str) -> tuple[str, int | None]:
+    """``(shard or data file id, part number or None)`` of a batch id."""
+    match = _PART.match(batch)
+    return (batch, None) if match is None else (match[1], int(match[2]))
+
+
+def batch_ids(
+    datasets: Datasets,
+    name: str,
+    batches_file: Callable[[str], str],
+    batch_episodes: int = QualityOptions.batch_episodes,
+) -> list[str]:
     """The batches of dataset ``name``, in order: its plan's shard ids (a converted source),
     else those of its ``quality_batches`` checkpoint's output (``batches_file(name)``: in the
-    rules, ``checkpoints.quality_batches.get(dataset=name).output[0]``)."""
+    rules, ``checkpoints.quality_batches.get(dataset=name).output[0]``); one of more than
+    ``batch_episodes`` episodes as its parts."""
     if datasets[name].converted:
-        return [shard.id for shard in datasets.plan(name).shards]
-    return list(read_batches(batches_file(name)))
+        sizes = {s.id: s.stop - s.first for s in datasets.plan(name).shards}
+    else:
+        sizes = {b: len(e) for b, e in read_batches(batches_file(name)).items()}
+    return [part for b, n in sizes.items() for part in _parts(b, n, batch_episodes)]
 
 
-def batch_files(datasets: Datasets, name: str, batches_file: Callable[[str], str]) -> list[str]:
+def batch_files(
+    datasets: Datasets,
+    name: str,
+    batches_file: Callable[[str], str],
+    batch_episodes: int = QualityOptions.batch_episodes,
+) -> list[str]:
     """input of quality_merge: every batch job's partial result (:data:`QUALITY_BATCH_FILE`)."""
     return [
         QUALITY_BATCH_FILE.format(dataset=name, quality_batch=b)
-        for b in batch_ids(datasets, name, batches_file)
+        for b in batch_ids(datasets, name, batches_file, batch_episodes)
     ]
 
 
@@ -96,7 +126,7 @@ def batch_signatures(datasets: Datasets, name: str, batch: str) -> str:
     an input)."""
     if not datasets[name].converted:
         return ""
-    return datasets.shard_file_signatures(name, batch)
+    return datasets.shard_file_signatures(name, _split(batch)[0])
 
 
 def v30_batches(
@@ -143,20 +173,32 @@ def read_batches(path: str | Path) -> dict[str, list[int]]:
         return json.load(f)["batches"]
 
 
-def batch_episodes(batch: str, *, plan: str | None = None, batches: str | None = None) -> list[int]:
+def batch_episodes(
+    batch: str,
+    *,
+    plan: str | None = None,
+    batches: str | None = None,
+    batch_episodes: int = QualityOptions.batch_episodes,
+) -> list[int]:
     """The episode indices (of the dataset as its files number them) that batch ``batch``
     checks, ascending: a shard's source episode indices in the ``plan`` file (a converted
-    source), else a data file's in the ``batches`` file (:func:`write_batches`).
+    source), else a data file's in the ``batches`` file (:func:`write_batches`); for a part
+    (:func:`batch_ids`), its ``batch_episodes`` of them.
 
     Raises:
         KeyError: no such shard or batch.
         ValueError: neither file is given.
     """
+    base, part = _split(batch)
     if plan is not None:
-        return sorted(e.source_episode_index for e in load_plan(plan).shard_episodes(batch))
-    if batches is None:
+        episodes = sorted(e.source_episode_index for e in load_plan(plan).shard_episodes(base))
+    elif batches is not None:
+        episodes = read_batches(batches)[base]
+    else:
         raise ValueError("batch_episodes needs a plan or a batches file")
-    return read_batches(batches)[batch]
+    if part is None:
+        return episodes
+    return episodes[part * batch_episodes : (part + 1) * batch_episodes]
 
 
 def _merged(defaults: Mapping | None, own: Mapping | None) -> dict:
