@@ -15,5 +15,6 @@ if __name__ == "__main__":
             Path(snakemake.output.png[0]).parent,
             dataset=snakemake.wildcards.dataset,
             root=snakemake.params.root,
+            doctor_json=snakemake.input.doctor,
             storage_options=snakemake.params.storage_options or None,
         )

@@ -127,6 +127,7 @@ REPORT_QUALITY_FIGURES = {
     "quality_episodes": "episodes x checks",
     "quality_cameras": "flagged camera stretches",
     "quality_signals": "flagged signals",
+    "quality_peer": "beside lerobot-doctor",
 }
 
 # lerobot 0.6.1 datasets/utils.py:88-90

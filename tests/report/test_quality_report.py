@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from test_report import assert_png, svg_text
 
+from robopipe.bench.quality_peer import compare_findings
 from robopipe.harness.faults import copy_dataset, inject_black_camera, inject_nan
 from robopipe.layout import REPORT_QUALITY_FIGURES
 from robopipe.quality import CHECKS, QualityOptions, check_batch, merge_batches
@@ -93,3 +94,27 @@ def test_only_findings_in_one_episode_on_a_signal_or_camera_are_drawn():
     }  # fmt: skip
     assert [f["episode_index"] for f in quality.signal_findings(report)] == [5, 2]
     assert quality.camera_findings(report) == []
+
+
+def test_the_peer_figure_sets_robopipe_beside_lerobot_doctor(checked, tmp_path):
+    _root, report, _episodes = checked
+    # lerobot-doctor's words (doctor_findings' form): NaN over the column, no episode; a jump
+    # in episode 0 that robopipe does not report
+    doctor = [
+        {"group": "Action Quality", "severity": "error", "checks": ["nan_inf"],
+         "episode_index": None, "feature": "observation.state",
+         "message": "observation.state: 2 NaN values", "truncated": 0},
+        {"group": "Action Quality", "severity": "warning", "checks": ["action_jump"],
+         "episode_index": 0, "feature": "action",
+         "message": "action: Episode 0 has 1 sudden large action jumps", "truncated": 0},
+    ]  # fmt: skip
+    comparison = compare_findings(json.loads(Path(report).read_text()), doctor)
+    assert comparison["per_check"]["action_jump"] == {"robopipe": 0, "doctor": 1, "both": 0}
+    ran = {"tool": "lerobot-doctor 0.2.0", "wall_s": 3.2, "comparison": comparison}
+    quality.peer(ran, tmp_path / "peer", "ds")
+    text = svg_text(tmp_path / "peer.svg")
+    assert "robopipe beside lerobot-doctor 0.2.0 (3.2 s; 1 of its messages name no episode)" in text
+    assert "nan_inf" in text and "action_jump" in text and "robopipe only" in text
+    assert_png(tmp_path / "peer.png")
+    quality.peer({"tool": None, "skipped": "no peer environment"}, tmp_path / "none", "ds")
+    assert "no peer environment" in svg_text(tmp_path / "none.svg")

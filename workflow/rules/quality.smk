@@ -64,10 +64,12 @@ def quality_outputs():
 
 
 def quality_report_inputs(wildcards):
-    """input of report_quality: the dataset's quality.json and episodes.parquet."""
+    """input of report_quality: the dataset's quality.json, episodes.parquet and
+    lerobot-doctor's doctor.json (rule quality_peer)."""
     return {
         "report": QUALITY_FILE.format(dataset=wildcards.dataset),
         "episodes": QUALITY_EPISODES_FILE.format(dataset=wildcards.dataset),
+        "doctor": QUALITY_DOCTOR_FILE.format(dataset=wildcards.dataset),
     }
 
 

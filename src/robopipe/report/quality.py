@@ -1,9 +1,10 @@
 """The quality section of a dataset's report: what robopipe.quality found, and where.
 
 Inputs: the dataset's ``quality.json`` and ``episodes.parquet`` (the ``quality_merge`` job's,
-:func:`robopipe.quality.merge_batches`), and the dataset itself for the pictures of what was
-flagged (:func:`robopipe.quality.read_episode_frames`, :func:`robopipe.quality.
-read_episode_columns`). Four figures, each as SVG and PNG (:data:`robopipe.layout.
+:func:`robopipe.quality.merge_batches`), lerobot-doctor's ``doctor.json`` (rule
+``quality_peer``), and the dataset itself for the pictures of what was flagged
+(:func:`robopipe.quality.read_episode_frames`, :func:`robopipe.quality.
+read_episode_columns`). Five figures, each as SVG and PNG (:data:`robopipe.layout.
 REPORT_QUALITY_FIGURES`):
 
 - ``quality_checks``: findings per check, one bar per check, split by severity;
@@ -13,7 +14,10 @@ REPORT_QUALITY_FIGURES`):
 - ``quality_cameras``: a contact sheet, the first, middle and last frame of each flagged
   camera stretch;
 - ``quality_signals``: each numeric finding's signal over its episode, the flagged frames
-  shaded.
+  shaded;
+- ``quality_peer``: per check, the episodes robopipe and lerobot-doctor 0.2.0 both flag, and
+  those only one of them does (the rule ``quality_peer``'s ``doctor.json``,
+  :func:`robopipe.bench.quality_peer.compare_findings`), or why the doctor did not run.
 
 The last two read the dataset and are bounded: at most ``max_drawn`` findings each (default
 :data:`MAX_DRAWN`), the most severe first, then by episode; the title says how many of how
@@ -44,6 +48,7 @@ __all__ = [
     "cameras",
     "checks",
     "episodes_strip",
+    "peer",
     "quality_figures",
     "signal_findings",
     "signals",
@@ -129,6 +134,54 @@ def checks(report: Mapping, stem: str | Path, dataset: str) -> list[Path]:
     headroom(ax)
     ax.legend(loc="lower right", fontsize=8)
     fig.suptitle(title)
+    return save(fig, stem)
+
+
+PEER_COLOURS = {"both": "#55a868", "robopipe": "#4c72b0", "doctor": "#8172b2"}
+
+
+def peer(doctor: Mapping, stem: str | Path, dataset: str) -> list[Path]:
+    """Bars per check of the episodes flagged (errors and warnings) by both robopipe and
+    lerobot-doctor, by robopipe only and by lerobot-doctor only, from ``doctor`` (the rule
+    ``quality_peer``'s ``doctor.json``); the title gives the doctor's wall time and how many
+    of its messages name no episode. A skipped or failed doctor run: a figure saying why."""
+    tool = doctor.get("tool") or "lerobot-doctor"
+    title = f"{dataset}: robopipe beside {tool}"
+    comparison = doctor.get("comparison")
+    if comparison is None:
+        why = doctor.get("skipped") or doctor.get("error") or "it wrote no report"
+        if doctor.get("timed_out"):
+            why = f"it did not finish in {doctor.get('wall_s', 0):.0f} s"
+        return placeholder(stem, title, str(why))
+    per_check = comparison["per_check"]
+    names = list(per_check)
+    if not names:
+        return placeholder(stem, title, "neither tool flagged an episode")
+    counts = pd.DataFrame(
+        {
+            "both": [per_check[c]["both"] for c in names],
+            "robopipe": [per_check[c]["robopipe"] - per_check[c]["both"] for c in names],
+            "doctor": [per_check[c]["doctor"] - per_check[c]["both"] for c in names],
+        },
+        index=names,
+    )
+    fig, (ax,) = bar_figure(len(counts))
+    left = np.zeros(len(counts))
+    labels = {"both": "both", "robopipe": "robopipe only", "doctor": f"{tool} only"}
+    for column, colour in PEER_COLOURS.items():
+        values = counts[column].to_numpy()
+        ax.barh(range(len(counts)), values, left=left, height=0.7, color=colour,
+                label=labels[column])  # fmt: skip
+        left += values
+    ax.set_yticks(range(len(counts)), names)
+    ax.set_ylim(len(counts) - 0.5, -0.5)
+    ax.set_xlabel("episodes flagged (error or warning)")
+    headroom(ax)
+    ax.legend(loc="lower right", fontsize=8)
+    unplaced = len(comparison["doctor_without_episode"])
+    fig.suptitle(
+        f"{title} ({doctor.get('wall_s', 0):.1f} s; {unplaced} of its messages name no episode)"
+    )
     return save(fig, stem)
 
 
@@ -306,12 +359,14 @@ def quality_figures(
     *,
     dataset: str,
     root: str,
+    doctor_json: str | Path | None = None,
     storage_options: dict | None = None,
     max_drawn: int = MAX_DRAWN,
 ) -> list[Path]:
-    """Write the four quality figures (SVG and PNG: ``quality_checks``, ``quality_episodes``,
-    ``quality_cameras``, ``quality_signals``) into ``out_dir`` from a dataset's quality.json
-    and episodes.parquet, reading its flagged frames and signals from ``root`` (a folder or
+    """Write the five quality figures (SVG and PNG: ``quality_checks``, ``quality_episodes``,
+    ``quality_cameras``, ``quality_signals``, ``quality_peer``) into ``out_dir`` from a
+    dataset's quality.json, episodes.parquet and lerobot-doctor's doctor.json (None: the
+    doctor did not run), reading its flagged frames and signals from ``root`` (a folder or
     fsspec URL, with ``storage_options``); return the written paths. Every figure is always
     written: one with nothing to draw says why."""
     report = json.loads(Path(report_json).read_text(encoding="utf-8"))
@@ -320,9 +375,15 @@ def quality_figures(
     out.mkdir(parents=True, exist_ok=True)
     names = [c["name"] for c in report["checks"]]
     kwargs = {"storage_options": storage_options, "max_drawn": max_drawn}
+    doctor = (
+        json.loads(Path(doctor_json).read_text(encoding="utf-8"))
+        if doctor_json is not None
+        else {"skipped": "lerobot-doctor was not run"}
+    )
     return [
         *checks(report, out / "quality_checks", dataset),
         *episodes_strip(episodes, names, out / "quality_episodes", dataset),
         *cameras(report, root, out / "quality_cameras", dataset, **kwargs),
         *signals(report, root, out / "quality_signals", dataset, **kwargs),
+        *peer(doctor, out / "quality_peer", dataset),
     ]
