@@ -266,14 +266,44 @@ class Source(ABC):
             raise ValueError(f"dataset {self.name!r} has no push: section")
         return self.entry["push"]
 
+    def pushed(self) -> bool:
+        """Whether it has a ``push:`` section (rule push publishes it there)."""
+        return "push" in self.entry
+
     def bench_source(self) -> str | None:
         """The benchmark source (``hf``, ``s3``, ``http``) that reads its v3.0 dataset where
         it is remote, else None."""
         return None
 
+    def bench_urls(self) -> dict[str, str]:
+        """``{benchmark source: URL}`` of the sources that read its v3.0 dataset where it is
+        (:meth:`bench_source`; a remote v3.0 dataset's own URL), else ``{}``."""
+        return {}
+
+    def dataset_location(self) -> str:
+        """Where a job reads its v3.0 dataset where it is: the folder of :meth:`dataset_info`
+        (a remote v3.0 dataset: its URL)."""
+        return os.path.dirname(os.path.dirname(self.dataset_info()))
+
+    def dataset_location_input(self) -> str:
+        """input of a job that reads :meth:`dataset_location`: :meth:`dataset_info` (a remote
+        v3.0 dataset: its check, as nothing local is read)."""
+        return self.dataset_info()
+
+    def dataset_storage_options(self) -> dict:
+        """The fsspec options of :meth:`dataset_location`: none for a local folder (a remote
+        v3.0 dataset: its :meth:`storage_options`)."""
+        return {}
+
     def hdf5(self) -> str | None:
         """The robomimic HDF5 file it is made from (read by the robomimic loaders), or None."""
         return None
+
+    @property
+    def made_from_hdf5(self) -> bool:
+        """Whether it is made from a robomimic HDF5 file (:meth:`hdf5`): the robomimic
+        loaders' scenarios run on it."""
+        return False
 
 
 class ConvertedSource(Source):
