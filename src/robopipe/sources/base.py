@@ -5,7 +5,8 @@ A source is one configured dataset (``datasets: <name>: <entry>``). Two families
 answers: a :class:`ConvertedSource` (LeRobot v2.x: checked, planned, converted to
 ``results/<name>/v3.0``) and a :class:`V30Source` (LeRobot v3.0: checked, then read where it
 is). Each kind is one class of its own module; :func:`robopipe.sources.open_source` picks it
-from the entry.
+from the entry. What needs the layers above (the check and the plan themselves: robopipe.checks,
+robopipe.conversion) is :mod:`robopipe.workflow.source_jobs`'s, by the source's family.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ class Source(ABC):
         converted: whether it is converted here (else read where it is).
         parse_time_plan: whether its conversion is planned while the DAG is built (a local
             folder: every shard and file job is listed by ``snakemake -n``; such a source has
-            ``v21``, its metadata, and signs its files), else by the ``plan`` checkpoint.
+            ``v21``, its metadata, which robopipe.workflow.source_jobs.parse_time_plan plans
+            from, and signs its files), else by the ``plan`` checkpoint.
         plan_stage: the SLURM group stage of its ``plan`` job for a small dataset
             (robopipe.workflow.groups).
     """
@@ -130,6 +132,17 @@ class Source(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+    def __getstate__(self) -> dict:
+        """What a job's copy holds (Snakemake pickles a ``script:``'s params): its config and
+        the info.json its kind was told from, not what it read or computed since (a v2.1
+        folder's metadata: read again where the job needs it)."""
+        return {
+            "name": self.name,
+            "entry": self.entry,
+            "_conversion": self._conversion,
+            "_info": self._info,
+        }
 
     @functools.cached_property
     def options(self) -> ConversionOptions:
