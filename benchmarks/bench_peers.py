@@ -11,7 +11,7 @@ environment, ``.venv-lerobot``), then runs each scenario in this process through
   (StreamingLeRobotDataset), lancedb_map (LanceDBDataset on the lance copy);
 - at ``--latency-ms`` through the delaying proxy: robopipe_map and robopipe_stream over http
   (nginx) and s3 (moto), lancedb_map over s3 (moto), and robopipe_stream and lerobot_stream
-  over hf (the Hub stand-in of robopipe.bench.hub_standin, run as a child process whose CPU the
+  over hf (the Hub stand-in of robopipe.harness.hub_standin, run as a child process whose CPU the
   loaders' CPU ms per sample leave out, as nginx's and moto's).
 
 Each result JSON goes to ``<work>/results``; it prints one row per scenario (samples/s, CPU ms
@@ -72,8 +72,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=REPO / "results" / "bench_peers")
     parser.add_argument("--only", nargs="*", default=[], help="run scenarios containing these")
     args = parser.parse_args()
-    from robopipe.bench.hub_standin import serve_hub_process
     from robopipe.bench.runner import Settings, run_scenario
+    from robopipe.harness.hub_standin import serve_hub_process
 
     chosen = [p for p in LOCAL + REMOTE if not args.only or any(s in p for s in args.only)]
     root, lance = prepared(args.work, any(p.startswith("lancedb") for p in chosen))

@@ -42,8 +42,8 @@ import sys
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.bench.lerobot_convert import measure_lerobot_converter
-from robopipe.bench.process import measured_process
+from robopipe.harness.lerobot_convert import measure_lerobot_converter
+from robopipe.harness.process import measured_process
 from robopipe.report.tables import load_benchmarks
 
 REPO = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ rounds, alternating, each command after a ``sync`` (untimed):
 
 - lerobot: ``python -m lerobot.scripts.convert_dataset_v21_to_v30`` as a whole process on a
   writable copy (copying not timed), offline
-  (:func:`robopipe.bench.lerobot_convert.measure_lerobot_converter`);
+  (:func:`robopipe.harness.lerobot_convert.measure_lerobot_converter`);
 - robopipe: ``python -m snakemake convert`` as a whole process, in a fresh working directory,
   validation included.
 
@@ -16,8 +16,8 @@ it waited for, from ``wait4``); peak RSS of the largest process of the tree (``w
 robopipe also: Snakemake's own peak RSS and CPU seconds (``/proc/<pid>/status`` ``VmHWM`` and
 ``/proc/<pid>/stat``, sampled every 0.2 s), each job's wall, CPU seconds and peak RSS (its
 Snakemake benchmark TSV: ``s``, ``cpu_time``, ``max_rss``), jobs per rule; once, the ``sbatch``
-calls of the same dataset under ``profiles/slurm`` (:func:`robopipe.bench.dry_run.time_dry_run`).
-Then the last round's outputs are compared (:mod:`robopipe.bench.lerobot_compat`'s checks): the
+calls of the same dataset under ``profiles/slurm`` (:func:`robopipe.harness.dry_run.time_dry_run`).
+Then the last round's outputs are compared (:mod:`robopipe.harness.lerobot_compat`'s checks): the
 same files, ``info.json``, tasks, episode rows, stats, data values and video packets.
 
 Prints a table and writes ``{results}/bench/droid{N}/droid_bench.json``. Needs
@@ -38,8 +38,9 @@ import sys
 from pathlib import Path
 
 from robopipe.atomic import write_json
-from robopipe.bench.dry_run import time_dry_run
-from robopipe.bench.lerobot_compat import (
+from robopipe.formats.v21_repeat import make_repeated
+from robopipe.harness.dry_run import time_dry_run
+from robopipe.harness.lerobot_compat import (
     check_data,
     check_episodes,
     check_files,
@@ -48,9 +49,8 @@ from robopipe.bench.lerobot_compat import (
     check_tasks,
     check_videos,
 )
-from robopipe.bench.lerobot_convert import measure_lerobot_converter
-from robopipe.bench.process import measured_process
-from robopipe.formats.v21_repeat import make_repeated
+from robopipe.harness.lerobot_convert import measure_lerobot_converter
+from robopipe.harness.process import measured_process
 from robopipe.jobs import RSS_SUFFIX
 from robopipe.report.tables import load_benchmarks, load_job_rss
 

@@ -7,7 +7,7 @@ episode of the big dataset is a hard link to the seed episode of the same length
 row counts match ``episodes.jsonl``). With ``--video-mb X`` the mp4s are instead sparse files of
 X MiB apparent size (no disk used), to count the video files of a dataset of real size.
 
-Then, timed (:func:`robopipe.bench.dry_run.time_dry_run`): ``snakemake -n --quiet rules`` of
+Then, timed (:func:`robopipe.harness.dry_run.time_dry_run`): ``snakemake -n --quiet rules`` of
 the real Snakefile with a config naming the dataset (the conversion target by default), as a
 whole process (interpreter start included). Prints the wall time and the jobs per rule. With
 ``--slurm``, the dry run uses the SLURM profile (``--executor slurm --workflow-profile
@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from robopipe.bench.dry_run import SLURM_PROFILE, time_dry_run
 from robopipe.demo import demo_cameras, generate_demo
+from robopipe.harness.dry_run import SLURM_PROFILE, time_dry_run
 from robopipe.layout import (
     V21_DATA_PATH,
     V21_EPISODES_PATH,

@@ -39,8 +39,8 @@ from pathlib import Path
 from droid_bench import REPO, build_dataset, job_figures  # the same dataset, the same TSVs
 
 from robopipe.atomic import write_json
-from robopipe.bench.process import measured_process
 from robopipe.bench.quality_peer import run_lerobot_doctor
+from robopipe.harness.process import measured_process
 from robopipe.quality import QualityOptions, check_batch, merge_batches
 
 LEROBOT_PYTHON = REPO / ".venv-lerobot" / "bin" / "python"

@@ -1,6 +1,6 @@
 """What the check of a remote v3.0 dataset reads, against the dataset's size.
 
-Serves a local v3.0 folder on the Hub stand-in (:mod:`robopipe.bench.hub_standin`, 127.0.0.1, its
+Serves a local v3.0 folder on the Hub stand-in (:mod:`robopipe.harness.hub_standin`, 127.0.0.1, its
 parquets and mp4s as LFS files), checks it at its ``hf://`` URL as ``source_check`` does
 (``robopipe.checks.v30``: the metadata files, range reads of the parquet footers and
 small columns and of each mp4's header and last group of frames), then checks the local
@@ -16,7 +16,7 @@ import argparse
 import time
 from pathlib import Path
 
-from robopipe.bench.hub_standin import dataset_files, serve_folder_to_this_process
+from robopipe.harness.hub_standin import dataset_files, serve_folder_to_this_process
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """What the plan and the check of a remote v2.1 source read, against the dataset's size.
 
-Serves a local v2.1 folder on the Hub stand-in (:mod:`robopipe.bench.hub_standin`, 127.0.0.1, its
+Serves a local v2.1 folder on the Hub stand-in (:mod:`robopipe.harness.hub_standin`, 127.0.0.1, its
 parquets and mp4s as LFS files), then plans it as the ``plan`` job does
 (``robopipe.conversion.plan.plan_remote``: the listing, the meta files, each parquet's footer by
 range reads) and checks it as ``source_check`` does (range reads of the parquet columns it
@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from robopipe.bench.hub_standin import dataset_files, serve_folder_to_this_process
+from robopipe.harness.hub_standin import dataset_files, serve_folder_to_this_process
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ For each loader (``map``: ``MapDataset`` with an ``EpochSampler``; ``stream``:
 the folder served by nginx on 127.0.0.1, optionally behind the delaying proxy), runs one whole
 epoch, then ``--kills`` times: a run SIGKILLed (its whole process group, DataLoader workers
 included) after a random number of batches, and a new process that loads its saved
-``state_dict()`` and finishes the epoch (``robopipe.bench.resume``). The two runs' batches
+``state_dict()`` and finishes the epoch (``robopipe.harness.resume``). The two runs' batches
 (each batch's frame indices and the SHA-256 of every value) must equal the whole epoch's.
 Prints one line per kill and writes them as JSON to ``--out``; exits 1 if any differ.
 
@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 
 from robopipe.bench.latency import delaying_proxy
-from robopipe.bench.resume import RunSpec, kill_and_resume, uninterrupted
 from robopipe.bench.servers import serve_http
+from robopipe.harness.resume import RunSpec, kill_and_resume, uninterrupted
 
 
 @contextlib.contextmanager

@@ -1,5 +1,5 @@
-"""robopipe.bench.lerobot_compat's comparisons of two v3.0 outputs, and the lerobot converter's
-command (robopipe.bench.lerobot_convert); the comparison with lerobot's own output, which needs
+"""robopipe.harness.lerobot_compat's comparisons of two v3.0 outputs, and the lerobot converter's
+command (robopipe.harness.lerobot_convert); the comparison with lerobot's own output, which needs
 the lerobot environment, is tests/conversion/test_lerobot_compat.py."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from robopipe.bench.lerobot_compat import (
+from robopipe.harness.lerobot_compat import (
     check_data,
     check_episodes,
     check_files,
@@ -21,7 +21,7 @@ from robopipe.bench.lerobot_compat import (
     check_videos,
     sample_indices,
 )
-from robopipe.bench.lerobot_convert import lerobot_convert_command
+from robopipe.harness.lerobot_convert import lerobot_convert_command
 
 
 def _checks(ref, out) -> dict[str, list[str]]:

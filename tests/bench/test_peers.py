@@ -134,7 +134,7 @@ def test_lerobot_loaders_give_robopipes_items(single_file, scenario):
 def test_streaming_lerobot_dataset_from_the_hub_stand_in(single_file, monkeypatch, tmp_path):
     from huggingface_hub import constants
 
-    from robopipe.bench.hub_standin import serve_hub
+    from robopipe.harness.hub_standin import serve_hub
 
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     with serve_hub({"local/one": {"v3.0": single_file, "main": single_file}}) as hub:

@@ -134,7 +134,7 @@ def quiet_hf(monkeypatch, tmp_path):
 
 @pytest.mark.parametrize("latency_ms", [0, 40])
 def test_the_hub_stand_in_is_reached_through_the_proxy(v30, quiet_hf, latency_ms):
-    from robopipe.bench.hub_standin import serve_hub
+    from robopipe.harness.hub_standin import serve_hub
 
     with serve_hub({"local/tiny": {"v3.0": v30}}) as hub:
         settings = Settings(

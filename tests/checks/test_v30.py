@@ -413,7 +413,7 @@ def served(monkeypatch):
     repo ``local/demo`` at revision ``v3.0``, read through huggingface_hub's HfFileSystem."""
     from huggingface_hub import constants
 
-    from robopipe.bench.hub_standin import serve_hub
+    from robopipe.harness.hub_standin import serve_hub
 
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
     with contextlib.ExitStack() as stack:

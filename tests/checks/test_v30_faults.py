@@ -51,7 +51,7 @@ def hub(v30, monkeypatch):
     """The Hub stand-in serving ``v30`` as repo ``local/ds`` at revision ``v3.0``."""
     from huggingface_hub import constants
 
-    from robopipe.bench.hub_standin import serve_hub
+    from robopipe.harness.hub_standin import serve_hub
 
     monkeypatch.setattr(constants, "HF_HUB_DISABLE_TELEMETRY", True)
     with serve_hub({"local/ds": {"v3.0": v30}}) as standin:

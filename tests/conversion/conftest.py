@@ -12,7 +12,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from robopipe.bench.lerobot_compat import check_loader, sample_indices
+from robopipe.harness.lerobot_compat import check_loader, sample_indices
 from robopipe.layout import DEFAULT_FEATURES
 
 LEROBOT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-lerobot" / "bin" / "python"
@@ -65,7 +65,7 @@ def non_standard_export():
 def lerobot_loads():
     """``lerobot_loads(converted, source, work)``: lerobot 0.6.1's LeRobotDataset serves 10
     sampled items of ``converted`` equal to the v2.1 ``source``'s
-    (:func:`robopipe.bench.lerobot_compat.check_loader`), or the test is skipped where
+    (:func:`robopipe.harness.lerobot_compat.check_loader`), or the test is skipped where
     lerobot's environment is missing."""
 
     def check(converted: Path, source: Path, work: Path) -> None:

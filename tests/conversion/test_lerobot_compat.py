@@ -1,5 +1,5 @@
 """Opt-in: robopipe's output matches lerobot 0.6.1's own converter (``robopipe-lerobot-compat``,
-:mod:`robopipe.bench.lerobot_compat`).
+:mod:`robopipe.harness.lerobot_compat`).
 
 Skipped unless the lerobot environment exists (``tools/lerobot_env.sh`` -> ``.venv-lerobot``,
 Python 3.12, lerobot 0.6.1). Thresholds are set from the generated episodes' sizes so that the
@@ -43,7 +43,7 @@ def _uncompressed_mb(path: Path) -> float:
 
 
 def _compat(*args) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "robopipe.bench.lerobot_compat", *map(str, args)]
+    cmd = [sys.executable, "-m", "robopipe.harness.lerobot_compat", *map(str, args)]
     cmd += ["--lerobot-python", str(LEROBOT_PYTHON)]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_ROOT)
 

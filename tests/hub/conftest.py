@@ -1,8 +1,8 @@
 """Fixtures for the Hub tests: the stand-in Hub server, a network log, demo datasets.
 
 ``hub_standin(repos, page_size=1000) -> HubStandin``
-    Starts :mod:`robopipe.bench.hub_standin`'s server on a free port of 127.0.0.1 serving ``repos``
-    ({repo id: {revision: folder}}); every server started is stopped at teardown.
+    Starts :mod:`robopipe.harness.hub_standin`'s server on a free port of 127.0.0.1 serving
+    ``repos`` ({repo id: {revision: folder}}); every server started is stopped at teardown.
 ``net_log``
     Logs the hosts this process and its subprocesses resolve or connect to
     (``tests/hub/netaudit/sitecustomize.py``); ``net_log.env(env)`` adds it to a
@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from robopipe.bench.hub_standin import serve_hub
 from robopipe.conversion.serial import convert_dataset
+from robopipe.harness.hub_standin import serve_hub
 
 NETAUDIT = Path(__file__).parent / "netaudit"
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}

@@ -77,8 +77,8 @@ def test_a_dataset_in_a_bucket_is_checked_and_loaded_as_the_local_one(
 
 
 def test_the_standin_as_a_child_process_serves_buckets(v30, net_log, hf_client):
-    from robopipe.bench.hub_standin import serve_hub_process
     from robopipe.bench.measure import SERVER_PIDS
+    from robopipe.harness.hub_standin import serve_hub_process
 
     with serve_hub_process({"local/demo": {"main": v30}}, buckets={BUCKET: v30}) as hub:
         assert len(SERVER_PIDS) >= 1

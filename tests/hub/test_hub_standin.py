@@ -9,7 +9,7 @@ import pytest
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import RemoteEntryNotFoundError
 
-from robopipe.bench.hub_standin import serve_folder_to_this_process
+from robopipe.harness.hub_standin import serve_folder_to_this_process
 
 MP4 = "videos/chunk-000/observation.images.front/episode_000000.mp4"
 

@@ -8,8 +8,8 @@ import pytest
 from test_prefetch import needs_nginx
 from torch.utils.data import DataLoader
 
-from robopipe.bench.resume import RunSpec, kill_and_resume, uninterrupted
 from robopipe.bench.servers import serve_http
+from robopipe.harness.resume import RunSpec, kill_and_resume, uninterrupted
 from robopipe.loading import EpochSampler, StreamingDataset, collate, read_meta
 from robopipe.loading.partition import round_robin_taken
 

@@ -65,33 +65,52 @@ def test_a_v30_folder_is_read_where_it_is(tmp_path):
 
 def test_the_datasets_own_source_reads_its_url():
     hf = "robopipe_map_hf_single_cpu_w0_n1"
-    assert bench.reads_url(hf, "hf")
-    assert not bench.reads_url("robopipe_map_local_single_cpu_w0_n1", "hf")
-    assert not bench.reads_url("robopipe_map_hf_single_ejpeg90_cpu_w0_n1", "hf")  # a copy
-    assert not bench.reads_url(hf, None)
-    assert not bench.reads_url("lerobot_stream_hf_single_cpu_w0_n1", "hf")  # needs local files
-    source = open_source(
-        "pusht",
-        {
-            "repo_id": "lerobot/pusht",
-            "revision": "v3.0",
-            "storage_options": {"endpoint": "http://127.0.0.1:1"},
-        },
-    )
+    url = {"hf": "hf://datasets/lerobot/pusht@v3.0"}
+    assert bench.reads_url(hf, url)
+    assert not bench.reads_url("robopipe_map_local_single_cpu_w0_n1", url)
+    assert not bench.reads_url("robopipe_map_hf_single_ejpeg90_cpu_w0_n1", url)  # a copy
+    assert not bench.reads_url(hf, {})
+    assert not bench.reads_url("lerobot_stream_hf_single_cpu_w0_n1", url)  # needs local files
+    options = {"endpoint": "http://127.0.0.1:1"}
+    entry = {"repo_id": "lerobot/pusht", "revision": "v3.0", "storage_options": options}
+    source = open_source("pusht", {**entry, "episodes": [2, 0]})
+    assert source.bench_urls() == url
     assert bench.scenario_input(source, hf) == "results/pusht/check.json"
     assert bench.scenario_input(source, "robopipe_map_local_single_cpu_w0_n1") == (
         "results/pusht/local_copy/meta/info.json"
     )
     assert bench.ceiling_input(source, "") == "results/pusht/check.json"
-    chosen = bench.dataset_settings(
-        {"matrix": {}, "sources": {"hf": "hf://datasets/me/{dataset}"}, "batch_size": 8},
-        *bench.remote_settings(source),
-        episodes=[0, 2],
+    assert bench.ceiling_root(source, "") == "hf://datasets/lerobot/pusht@v3.0"
+    assert bench.ceiling_storage_options(source, "") == options
+    assert bench.ceiling_input(source, "_eh264g2") == (
+        "results/pusht/copies/h264g2/v3.0/meta/info.json"
     )
-    assert chosen == {
-        "sources": {"hf": "hf://datasets/lerobot/pusht@v3.0"},
-        "storage_options": {"hf": {"endpoint": "http://127.0.0.1:1"}},
+    assert bench.ceiling_root(source, "_eh264g2") == "results/pusht/copies/h264g2/v3.0"
+    assert bench.ceiling_storage_options(source, "_eh264g2") == {}
+    bench_section = {"matrix": {}, "sources": {"hf": "hf://datasets/me/{dataset}"}, "batch_size": 8}
+    assert bench.dataset_settings(bench_section, source) == {
+        "sources": url,
+        "storage_options": {"hf": options},
         "batch_size": 8,
         "episodes": [0, 2],
     }
-    assert bench.remote_settings(open_source("d", {"demo": {}})) == (None, None, None)
+    demo = open_source("d", {"demo": {}})
+    assert demo.bench_urls() == {}
+    assert bench.dataset_settings(bench_section, demo) == {
+        "sources": bench_section["sources"],
+        "batch_size": 8,
+    }
+    assert bench.ceiling_input(demo, "") == "results/d/v3.0/meta/info.json"
+    assert bench.ceiling_root(demo, "") == "results/d/v3.0"
+    assert bench.ceiling_storage_options(demo, "") == {}
+
+
+def test_a_remote_v30_dataset_no_bench_source_reads_is_still_read_where_it_is(tmp_path):
+    """A file:// URL: no benchmark source reads it at its URL, but the decode ceiling does
+    (as the check does), with its fsspec options."""
+    root = _v30(tmp_path)
+    source = open_source("ds", {"url": f"file://{root}", "storage_options": {"auto_mkdir": 1}})
+    assert source.bench_urls() == {}
+    assert bench.ceiling_input(source, "") == "results/ds/check.json"
+    assert bench.ceiling_root(source, "") == f"file://{root}"
+    assert bench.ceiling_storage_options(source, "") == {"auto_mkdir": 1}

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from robopipe.bench import servers
-from robopipe.bench.hub_standin import serve_hub
 from robopipe.bench.latency import Faults, delaying_proxy
+from robopipe.harness.hub_standin import serve_hub
 
 pytestmark = pytest.mark.slow
 

@@ -5,6 +5,7 @@ import pytest
 from robopipe.conversion.plan import make_plan
 from robopipe.formats.v21_reader import load_source
 from robopipe.options import ConversionOptions
+from robopipe.sources import open_source
 from robopipe.workflow import bench, targets
 
 
@@ -119,7 +120,13 @@ def test_settings_and_pushed_first():
         "sources": {"s3": "s3://b/{dataset}"},
     }
     assert bench.settings(config) == {"batch_size": 4, "sources": config["sources"]}
-    entry = {"push": {"url": "s3://b/d"}}
-    assert bench.pushed_first(config, "d", entry, "robopipe_stream_s3_single_cpu_w2_n1")
-    assert not bench.pushed_first(config, "d", {}, "robopipe_stream_s3_single_cpu_w2_n1")
-    assert not bench.pushed_first(config, "d", entry, "robopipe_stream_http_single_cpu_w2_n1")
+    pushed = open_source("d", {"demo": {}, "push": {"url": "s3://b/d"}})
+    assert pushed.pushed()
+    assert bench.pushed_first(config, pushed, "robopipe_stream_s3_single_cpu_w2_n1")
+    assert bench.pushed_input(config, pushed, "robopipe_stream_s3_single_cpu_w2_n1") == [
+        "results/d/push.json"
+    ]
+    unpushed = open_source("d", {"demo": {}})
+    assert not unpushed.pushed()
+    assert not bench.pushed_first(config, unpushed, "robopipe_stream_s3_single_cpu_w2_n1")
+    assert not bench.pushed_first(config, pushed, "robopipe_stream_http_single_cpu_w2_n1")

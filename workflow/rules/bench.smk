@@ -27,12 +27,6 @@ def bench_scenarios(dataset):
     return bench_jobs.source_scenarios(config["bench"], DATASETS[dataset])
 
 
-def remote(wildcards):
-    """(bench source, url, storage_options) of a remote v3.0 dataset that a bench source reads
-    where it is, else Nones (robopipe.workflow.bench.remote_settings)."""
-    return bench_jobs.remote_settings(DATASETS[wildcards.dataset])
-
-
 def scenario_resource(key):
     """A resource of a scenario's job (robopipe.workflow.bench.resources)."""
     return lambda wildcards: bench_jobs.resources(wildcards.scenario)[key]
@@ -43,7 +37,7 @@ rule bench_scenario:
         dataset=lambda w: bench_jobs.scenario_input(DATASETS[w.dataset], w.scenario),
         ready=ready_input,
         pushed=lambda w: bench_jobs.pushed_input(
-            config["bench"], w.dataset, config["datasets"][w.dataset], w.scenario
+            config["bench"], DATASETS[w.dataset], w.scenario
         ),
         robo=lambda w: bench_jobs.robo_input(w.dataset, w.scenario),
     output:
@@ -70,9 +64,7 @@ rule bench_scenario:
         gres=scenario_resource("gres"),
     params:
         settings=lambda w: bench_jobs.dataset_settings(
-            config["bench"],
-            *remote(w),
-            episodes=DATASETS[w.dataset].read_episodes(),
+            config["bench"], DATASETS[w.dataset]
         ),
     script:
         "../../scripts/bench_scenario.py"
@@ -96,9 +88,11 @@ rule bench_ceiling:
         bench=1,
     params:
         options=lambda w: bench_jobs.ceiling_options(config["bench"]),
-        # a remote v3.0 dataset's URL and fsspec options (the copies: none)
-        url=lambda w: "" if w.suffix else remote(w)[1] or "",
-        storage_options=lambda w: remote(w)[2] or {},
+        # a folder, or a remote v3.0 dataset's URL and fsspec options
+        root=lambda w: bench_jobs.ceiling_root(DATASETS[w.dataset], w.suffix),
+        storage_options=lambda w: bench_jobs.ceiling_storage_options(
+            DATASETS[w.dataset], w.suffix
+        ),
     script:
         "../../scripts/bench_ceiling.py"
 

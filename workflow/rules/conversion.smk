@@ -113,10 +113,12 @@ rule source_check:
     # leaves the other cores to the plan and shard jobs.
     threads: 1
     params:
-        source=lambda w: DATASETS[w.dataset].check_location(),
+        # its family checks the source (robopipe.workflow.source_jobs.check); the other
+        # params are what the check reads besides its input, so that a change of one reruns it
+        source=lambda w: DATASETS[w.dataset],
+        location=lambda w: DATASETS[w.dataset].check_location(),
         options=conversion_of,
         files=lambda w: DATASETS[w.dataset].check_signatures(),
-        v30=lambda w: not DATASETS[w.dataset].converted,
         storage_options=lambda w: DATASETS[w.dataset].storage_options(),
         episodes=lambda w: DATASETS[w.dataset].read_episodes(),
         peer_python=peer_python(config.get("bench", {})),  # lerobot-lance-doctor's (v3.0)
@@ -138,7 +140,10 @@ checkpoint plan:
     conda:
         ROBOPIPE_ENV
     params:
-        source=lambda w: DATASETS[w.dataset].folder,
+        # its family plans the source (robopipe.workflow.source_jobs.plan); the other params
+        # are what the plan reads besides its input, so that a change of one replans
+        source=lambda w: DATASETS[w.dataset],
+        folder=lambda w: DATASETS[w.dataset].folder,
         options=conversion_of,
         layout=lambda w: DATASETS.plan_layout(w.dataset),
         remote=lambda w: DATASETS[w.dataset].remote_listing(),

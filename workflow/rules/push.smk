@@ -35,5 +35,5 @@ rule push:
         [
             PUSH_FILE.format(dataset=name)
             for name in dataset_names()
-            if "push" in config["datasets"][name]
+            if DATASETS[name].pushed()
         ],

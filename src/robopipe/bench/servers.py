@@ -3,10 +3,10 @@
 The benchmark's ``http`` and ``s3`` sources use these when config gives no remote URL, and the
 tests use them to check that streaming from a real server yields the same items as the
 local path. :class:`RangeRequestHandler` (Python's ``http.server`` with Range requests) is
-what the Hub stand-in (:mod:`robopipe.bench.hub_standin`) builds on.
+what the Hub stand-in (:mod:`robopipe.harness.hub_standin`) builds on.
 
 Both servers run as child processes (:func:`serve_process`, which also runs the Hub stand-in
-for the benchmark: :func:`robopipe.bench.hub_standin.serve_hub_process`), whose pids
+for the benchmark: :func:`robopipe.harness.hub_standin.serve_hub_process`), whose pids
 ``robopipe.bench.measure.SERVER_PIDS`` lists, so that a loader's CPU seconds
 (``robopipe.bench.measure.tree_cpu_s``) leave out the server's, as they would for a remote
 server. moto is costly per request: it reads an object's whole value to answer a ranged GET

@@ -5,7 +5,8 @@ A source is one configured dataset (``datasets: <name>: <entry>``). Two families
 answers: a :class:`ConvertedSource` (LeRobot v2.x: checked, planned, converted to
 ``results/<name>/v3.0``) and a :class:`V30Source` (LeRobot v3.0: checked, then read where it
 is). Each kind is one class of its own module; :func:`robopipe.sources.open_source` picks it
-from the entry.
+from the entry. What needs the layers above (the check and the plan themselves: robopipe.checks,
+robopipe.conversion) is :mod:`robopipe.workflow.source_jobs`'s, by the source's family.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ class Source(ABC):
         converted: whether it is converted here (else read where it is).
         parse_time_plan: whether its conversion is planned while the DAG is built (a local
             folder: every shard and file job is listed by ``snakemake -n``; such a source has
-            ``v21``, its metadata, and signs its files), else by the ``plan`` checkpoint.
+            ``v21``, its metadata, which robopipe.workflow.source_jobs.parse_time_plan plans
+            from, and signs its files), else by the ``plan`` checkpoint.
         plan_stage: the SLURM group stage of its ``plan`` job for a small dataset
             (robopipe.workflow.groups).
     """
@@ -130,6 +132,17 @@ class Source(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
+
+    def __getstate__(self) -> dict:
+        """What a job's copy holds (Snakemake pickles a ``script:``'s params): its config and
+        the info.json its kind was told from, not what it read or computed since (a v2.1
+        folder's metadata: read again where the job needs it)."""
+        return {
+            "name": self.name,
+            "entry": self.entry,
+            "_conversion": self._conversion,
+            "_info": self._info,
+        }
 
     @functools.cached_property
     def options(self) -> ConversionOptions:
@@ -266,14 +279,44 @@ class Source(ABC):
             raise ValueError(f"dataset {self.name!r} has no push: section")
         return self.entry["push"]
 
+    def pushed(self) -> bool:
+        """Whether it has a ``push:`` section (rule push publishes it there)."""
+        return "push" in self.entry
+
     def bench_source(self) -> str | None:
         """The benchmark source (``hf``, ``s3``, ``http``) that reads its v3.0 dataset where
         it is remote, else None."""
         return None
 
+    def bench_urls(self) -> dict[str, str]:
+        """``{benchmark source: URL}`` of the sources that read its v3.0 dataset where it is
+        (:meth:`bench_source`; a remote v3.0 dataset's own URL), else ``{}``."""
+        return {}
+
+    def dataset_location(self) -> str:
+        """Where a job reads its v3.0 dataset where it is: the folder of :meth:`dataset_info`
+        (a remote v3.0 dataset: its URL)."""
+        return os.path.dirname(os.path.dirname(self.dataset_info()))
+
+    def dataset_location_input(self) -> str:
+        """input of a job that reads :meth:`dataset_location`: :meth:`dataset_info` (a remote
+        v3.0 dataset: its check, as nothing local is read)."""
+        return self.dataset_info()
+
+    def dataset_storage_options(self) -> dict:
+        """The fsspec options of :meth:`dataset_location`: none for a local folder (a remote
+        v3.0 dataset: its :meth:`storage_options`)."""
+        return {}
+
     def hdf5(self) -> str | None:
         """The robomimic HDF5 file it is made from (read by the robomimic loaders), or None."""
         return None
+
+    @property
+    def made_from_hdf5(self) -> bool:
+        """Whether it is made from a robomimic HDF5 file (:meth:`hdf5`): the robomimic
+        loaders' scenarios run on it."""
+        return False
 
 
 class ConvertedSource(Source):

@@ -53,6 +53,11 @@ class Robomimic(Generated):
         entry = self.entry["robomimic"]
         return entry["path"] if "path" in entry else ROBOMIMIC_GENERATED.format(dataset=self.name)
 
+    @property
+    def made_from_hdf5(self) -> bool:
+        """True: it is made from :meth:`hdf5`."""
+        return True
+
     def robomimic_options(self) -> dict:
         """robopipe.robomimic.to_v21.RobomimicOptions keywords."""
         entry = self.entry["robomimic"]

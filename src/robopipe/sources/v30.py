@@ -8,7 +8,7 @@ import functools
 import os
 
 from robopipe.formats.v30_reader import DatasetFiles, dataset_files
-from robopipe.layout import INFO_PATH, LOCAL_COPY_DIR
+from robopipe.layout import CHECK_FILE, INFO_PATH, LOCAL_COPY_DIR
 from robopipe.sources.base import Local, V30Source, digest, tree_digest
 from robopipe.sources.remote import Remote, tagged_version
 
@@ -72,6 +72,23 @@ class RemoteV30(Remote, V30Source):
         """The benchmark source (``hf``, ``s3``, ``http``) that reads it where it is: the one
         its URL's scheme names (None for another scheme)."""
         return SCHEME_SOURCES.get(self.url.split("://", 1)[0])
+
+    def bench_urls(self) -> dict[str, str]:
+        """``{bench_source(): its URL}``; ``{}`` where no benchmark source reads its scheme."""
+        source = self.bench_source()
+        return {} if source is None else {source: self.url}
+
+    def dataset_location(self) -> str:
+        """Its URL: read where it is (by range reads), not its local copy."""
+        return self.url
+
+    def dataset_location_input(self) -> str:
+        """Its check: nothing local is read at its URL."""
+        return CHECK_FILE.format(dataset=self.name)
+
+    def dataset_storage_options(self) -> dict:
+        """Its ``storage_options``."""
+        return self.storage_options()
 
     def files(self) -> tuple[list[str], list[str]]:
         """Its data and video files, as its metadata names them where it is (its local copy

@@ -7,11 +7,14 @@ A scenario is named ``{loader}_{source}_{mode}[_e{encoding}]_{decode}_w{workers}
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+
 from robopipe.bench.peers import CANNOT_SELECT
 from robopipe.bench.registry import get_loader
 from robopipe.bench.scenarios import expand_matrix, parse_scenario
 from robopipe.copies.encodings import LANCE
-from robopipe.layout import BENCH_RESULT, CEILING_FILE, CHECK_FILE, COPY_INFO, PUSH_FILE, ROBO_FILE
+from robopipe.layout import BENCH_RESULT, CEILING_FILE, COPY_INFO, PUSH_FILE, ROBO_FILE
 from robopipe.peer_env import NO_PEERS, peer_packages, peer_python
 from robopipe.sources import Source
 
@@ -70,7 +73,7 @@ def source_scenarios(bench: dict, source: Source) -> list[str]:
     made from an HDF5 file, those that select episodes where it is read in part."""
     return scenarios(
         bench,
-        robomimic_source=source.hdf5() is not None,
+        robomimic_source=source.made_from_hdf5,
         episodes_selected=source.read_episodes() is not None,
     )
 
@@ -90,30 +93,37 @@ def scenario_dataset(dataset: str, name: str, info: str) -> str:
 
 
 def scenario_input(source: Source, name: str) -> str:
-    """input of scenario ``name``'s job: the check of a remote v3.0 dataset where the
-    scenario reads it at its URL (:func:`reads_url`: its settings name the URL, no folder is
-    read), else the info.json of what it reads (:func:`scenario_dataset`)."""
-    if reads_url(name, source.bench_source()):
-        return CHECK_FILE.format(dataset=source.name)
+    """input of scenario ``name``'s job: what a job that reads the dataset where it is waits
+    for (Source.dataset_location_input: a remote v3.0 dataset's check) where the scenario
+    reads it at its URL (:func:`reads_url`: its settings name the URL, no folder is read),
+    else the info.json of what it reads (:func:`scenario_dataset`)."""
+    if reads_url(name, source.bench_urls()):
+        return source.dataset_location_input()
     return scenario_dataset(source.name, name, source.dataset_info())
 
 
 def ceiling_input(source: Source, suffix: str) -> str:
-    """input of a decode-ceiling job: only the check for a remote v3.0 dataset itself
-    (measure_ceiling fetches its first video files), else the info.json of the copy or
-    dataset it decodes (:func:`ceiling_dataset`)."""
-    if not suffix and source.remote_url():
-        return CHECK_FILE.format(dataset=source.name)
-    return ceiling_dataset(source.name, suffix, source.dataset_info())
+    """input of a decode-ceiling job: the info.json of the copy its ``suffix`` names, else
+    what a job that reads the dataset where it is waits for (Source.dataset_location_input:
+    the info.json, or only the check of a remote v3.0 dataset, whose first video files
+    measure_ceiling fetches)."""
+    if suffix:
+        return ceiling_dataset(source.name, suffix, source.dataset_info())
+    return source.dataset_location_input()
 
 
-def remote_settings(source: Source) -> tuple[str | None, str | None, dict | None]:
-    """``(bench source, url, storage_options)`` of a remote v3.0 dataset that a bench source
-    reads where it is (Source.bench_source), else Nones."""
-    bench_source = source.bench_source()
-    if bench_source is None:
-        return None, None, None
-    return bench_source, source.remote_url(), source.storage_options()
+def ceiling_root(source: Source, suffix: str) -> str:
+    """Where a decode-ceiling job reads: the v3.0 folder of the copy its ``suffix`` names,
+    else the dataset where it is (Source.dataset_location: a folder or a remote URL)."""
+    if suffix:
+        return os.path.dirname(os.path.dirname(ceiling_input(source, suffix)))
+    return source.dataset_location()
+
+
+def ceiling_storage_options(source: Source, suffix: str) -> dict:
+    """The fsspec options of :func:`ceiling_root`: none for a copy (Source.
+    dataset_storage_options of the dataset itself)."""
+    return {} if suffix else source.dataset_storage_options()
 
 
 def ceiling_suffix(encoding: str | None) -> str:
@@ -152,38 +162,34 @@ def settings(bench: dict) -> dict:
     return {k: v for k, v in bench.items() if k not in NOT_SETTINGS}
 
 
-def reads_url(name: str, remote_source: str | None) -> bool:
+def reads_url(name: str, urls: Mapping[str, str]) -> bool:
     """Whether scenario ``name`` reads a remote v3.0 dataset at its own URL and nothing
-    local: its source is ``remote_source`` (the one the URL's scheme names,
-    Source.bench_source; None for any other dataset), it reads no training copy, and its
+    local: its source is one of ``urls`` (the one the URL's scheme names,
+    Source.bench_urls; none for any other dataset), it reads no training copy, and its
     loader is robopipe's (a peer's scenario reads the URL too, but needs the local copy:
     its items are compared with robopipe's on local files). Every other scenario of such a
     dataset reads local files: its local copy (``local``, and ``http``/``s3`` served from it
     on 127.0.0.1 where ``bench.sources`` names no URL) or a training copy."""
-    if remote_source is None or scenario_encoding(name) is not None:
+    if scenario_encoding(name) is not None:
         return False
     scenario = parse_scenario(name)
-    return scenario.source == remote_source and not get_loader(scenario.loader).peer
+    return scenario.source in urls and not get_loader(scenario.loader).peer
 
 
-def dataset_settings(
-    bench: dict,
-    remote_source: str | None = None,
-    url: str | None = None,
-    storage_options: dict | None = None,
-    episodes: list[int] | None = None,
-) -> dict:
-    """:func:`settings` for one dataset: for a remote v3.0 dataset, its source
-    ``remote_source`` reads ``url`` with ``storage_options`` (whatever ``bench.sources``
-    says for that source); ``episodes``: the episodes the loaders read (None: all)."""
+def dataset_settings(bench: dict, source: Source) -> dict:
+    """:func:`settings` for the dataset of ``source``: the episodes its loaders read
+    (Source.read_episodes), and for a remote v3.0 dataset, the benchmark source that reads
+    it where it is reads its URL (Source.bench_urls), with its fsspec options (whatever
+    ``bench.sources`` says for that source)."""
     chosen = settings(bench)
+    episodes = source.read_episodes()
     if episodes is not None:
         chosen["episodes"] = list(episodes)
-    if remote_source is not None:
-        chosen["sources"] = {**chosen.get("sources", {}), remote_source: url}
+    for bench_source, url in source.bench_urls().items():
+        chosen["sources"] = {**chosen.get("sources", {}), bench_source: url}
         chosen["storage_options"] = {
             **chosen.get("storage_options", {}),
-            remote_source: dict(storage_options or {}),
+            bench_source: source.dataset_storage_options(),
         }
     return chosen
 
@@ -194,18 +200,23 @@ def ceiling_options(bench: dict) -> dict:
     return {"frames": bench["ceiling_frames"]} if "ceiling_frames" in bench else {}
 
 
-def pushed_first(bench: dict, dataset: str, entry: dict, name: str) -> bool:
-    """Whether scenario ``name`` waits for the dataset's push: its remote source's URL
-    (``bench["sources"]``, a template of ``{dataset}``) is where the dataset entry's
-    ``push: url`` publishes it."""
+def pushed_first(bench: dict, source: Source, name: str) -> bool:
+    """Whether scenario ``name`` waits for the push of the dataset of ``source``: its
+    benchmark source's URL (``bench["sources"]``, a template of ``{dataset}``) is where the
+    source's ``push: url`` publishes it (Source.pushed, Source.push_options)."""
     template = bench.get("sources", {}).get(parse_scenario(name).source)
-    return bool(template) and template.format(dataset=dataset) == entry.get("push", {}).get("url")
+    return (
+        bool(template)
+        and source.pushed()
+        and template.format(dataset=source.name) == source.push_options().get("url")
+    )
 
 
-def pushed_input(bench: dict, dataset: str, entry: dict, name: str) -> list[str]:
+def pushed_input(bench: dict, source: Source, name: str) -> list[str]:
     """The push scenario ``name`` waits for: ``[push.json]`` where :func:`pushed_first`,
     else ``[]``."""
-    return [PUSH_FILE.format(dataset=dataset)] if pushed_first(bench, dataset, entry, name) else []
+    pushed = pushed_first(bench, source, name)
+    return [PUSH_FILE.format(dataset=source.name)] if pushed else []
 
 
 def robo_input(dataset: str, name: str) -> list[str]:

@@ -13,19 +13,12 @@ import os
 from collections.abc import Callable
 
 from robopipe.checks.report import write_report
-from robopipe.checks.v21 import check_source
-from robopipe.conversion.plan import (
-    Plan,
-    load_plan,
-    make_plan,
-    save_parse_time_plan,
-    source_signature,
-)
+from robopipe.conversion.plan import Plan, load_plan, save_parse_time_plan, source_signature
 from robopipe.errors import DatasetError
 from robopipe.layout import LOG_FILE, PLAN_FILE
 from robopipe.sources import Source, open_source
 from robopipe.sources.base import digest
-from robopipe.workflow import targets
+from robopipe.workflow import source_jobs, targets
 
 __all__ = ["REFUSAL_REPORT", "Datasets", "UnplannableSource"]
 
@@ -139,10 +132,9 @@ class Datasets:
         try:
             # the files' state before they are read, for the plan job to reuse this plan
             signature = source_signature(source.folder) if self._saved_plans else ""
-            # the plan job reads episodes_stats.jsonl (check_stats); the DAG needs no stats
-            plan = make_plan(source.v21, source.options, check_stats=False)
+            plan = source_jobs.parse_time_plan(source)
         except DatasetError as exc:
-            checked = check_source(source.folder, name, source.options)
+            checked = source_jobs.check(source)
             if checked.problems:
                 path = REFUSAL_REPORT.format(dataset=name)
                 write_report(checked, path)

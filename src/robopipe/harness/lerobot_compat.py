@@ -1,12 +1,12 @@
 """``robopipe-lerobot-compat``: robopipe's v2.1 -> v3.0 conversion against lerobot 0.6.1's.
 
 Converts a v2.1 folder twice, with lerobot's own converter (in the peer interpreter,
-``tools/lerobot_env.sh`` makes ``.venv-lerobot``; :mod:`robopipe.bench.lerobot_convert`) and
+``tools/lerobot_env.sh`` makes ``.venv-lerobot``; :mod:`robopipe.harness.lerobot_convert`) and
 with :func:`robopipe.conversion.serial.convert_dataset`, then compares the two outputs, and
 has ``LeRobotDataset(repo_id="local/x", root=<robopipe output>, return_uint8=True)`` serve a
 sample of frames (first and last frame of every episode plus random ones), compared with the
 frame decoded by the same torchcodec straight from the source's v2.1 mp4
-(:mod:`robopipe.bench.lerobot_frames`).
+(:mod:`robopipe.harness.lerobot_frames`).
 
 Checks (PASS/FAIL each; the exit status is 1 when any fails):
 files (relative paths), info.json (equal dicts), tasks.parquet, episode rows (every column;
@@ -38,7 +38,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from robopipe.bench.lerobot_convert import REPO_ID, offline_env, run_lerobot_converter
+from robopipe.harness.lerobot_convert import REPO_ID, offline_env, run_lerobot_converter
 from robopipe.peer_env import DEFAULT_PEER_PYTHON
 
 FLOAT_TOL = 1e-6  # from/to timestamps (s) and stats (relative): issue 2's tolerances
@@ -314,7 +314,7 @@ def check_loader(
 ) -> list[str]:
     """Frames served by lerobot's LeRobotDataset (in the peer interpreter ``python``, offline,
     HF caches under ``hf_home``) vs frames decoded from the source mp4s: the problems, one
-    line each (:mod:`robopipe.bench.lerobot_frames`; its result goes to ``work``)."""
+    line each (:mod:`robopipe.harness.lerobot_frames`; its result goes to ``work``)."""
     result_path = work / "served_frames.json"
     cmd = [str(python), str(FRAMES_SCRIPT), REPO_ID, str(out), str(source), str(result_path)]
     cmd.append(",".join(map(str, indices)))

@@ -68,7 +68,7 @@ def time_dry_run(
 
 
 # the workflow's target rules: they run no code, so Snakemake runs them where it runs (a dry
-# run prints them as `rule`, like the rest); tests/bench/test_dry_run.py keeps this list true
+# run prints them as `rule`, like the rest); tests/harness/test_dry_run.py keeps this list true
 TARGET_RULES = frozenset({"all", "convert", "check", "quality", "push", "bench"})
 
 

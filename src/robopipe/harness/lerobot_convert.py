@@ -1,6 +1,6 @@
 """lerobot 0.6.1's own v2.1 -> v3.0 converter, run by the peer interpreter (``.venv-lerobot``,
 ``tools/lerobot_env.sh``): what robopipe's output is compared with
-(:mod:`robopipe.bench.lerobot_compat`) and timed against (``benchmarks/convert_speed.py``).
+(:mod:`robopipe.harness.lerobot_compat`) and timed against (``benchmarks/convert_speed.py``).
 
 lerobot's converter (``lerobot.scripts.convert_dataset_v21_to_v30``) converts in place, so it
 runs on a writable COPY of the source, offline: ``HF_HUB_OFFLINE=1``, ``HF_HOME`` in a folder
@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from robopipe.bench.process import measured_process
+from robopipe.harness.process import measured_process
 from robopipe.layout import DEFAULT_DATA_FILE_SIZE_IN_MB, DEFAULT_VIDEO_FILE_SIZE_IN_MB
 
 REPO_ID = "local/x"  # the repo id lerobot is given for a local root
@@ -99,7 +99,7 @@ def run_lerobot_converter(
 
 
 def measure_lerobot_converter(python: str | Path, source: Path, work: Path, name: str) -> dict:
-    """:func:`robopipe.bench.process.measured_process` of lerobot's converter, default
+    """:func:`robopipe.harness.process.measured_process` of lerobot's converter, default
     thresholds, on a fresh copy of ``source`` at ``work/lerobot/name`` (copying not timed);
     its log is ``work/name.lerobot.log``, its HF cache ``work/hf`` (emptied first)."""
     root = work / "lerobot" / name

@@ -1,4 +1,4 @@
-"""robopipe.bench.process: a command's CPU seconds and peak RSS, its own and its tree's."""
+"""robopipe.harness.process: a command's CPU seconds and peak RSS, its own and its tree's."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from robopipe.bench.process import measured_process
+from robopipe.harness.process import measured_process
 
 
 def test_a_process_tree_is_measured(tmp_path):

@@ -998,7 +998,7 @@ def serve_hub(
 def serve_hub_process(
     repos: dict[str, dict[str, str | Path]], *, buckets: dict[str, str | Path] | None = None
 ) -> Iterator[HubProcess]:
-    """:func:`serve_hub` in a child process (``python -m robopipe.bench.hub_standin``), listed in
+    """:func:`serve_hub` in a child process (``python -m robopipe.harness.hub_standin``), listed in
     ``robopipe.bench.measure.SERVER_PIDS`` so that a benchmark's CPU count leaves it out, as
     it would a remote Hub's; yield its address.
 
@@ -1021,8 +1021,9 @@ def serve_hub_process(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m robopipe.bench.hub_standin --port PORT SPEC``: serve SPEC (JSON ``{"repos": {id:
-    {revision: folder}}, "buckets": {id: folder}}``) on 127.0.0.1:PORT until SIGTERM."""
+    """``python -m robopipe.harness.hub_standin --port PORT SPEC``: serve SPEC (JSON
+    ``{"repos": {id: {revision: folder}}, "buckets": {id: folder}}``) on 127.0.0.1:PORT until
+    SIGTERM."""
     import argparse
     import signal
 

@@ -1,4 +1,4 @@
-"""robopipe.bench.dry_run: ``snakemake -n`` of one dataset, its jobs and sbatch calls counted."""
+"""robopipe.harness.dry_run: ``snakemake -n`` of one dataset, its jobs and sbatch calls counted."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from robopipe.bench.dry_run import TARGET_RULES, sbatch_calls, time_dry_run
+from robopipe.harness.dry_run import TARGET_RULES, sbatch_calls, time_dry_run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

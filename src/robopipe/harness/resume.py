@@ -1,6 +1,6 @@
 """Kill a training loop at a batch, resume it in a new process, and compare the batches.
 
-A *run* (``python -m robopipe.bench.resume run ...``, :func:`run_epoch`) is a minimal training
+A *run* (``python -m robopipe.harness.resume run ...``, :func:`run_epoch`) is a minimal training
 loop over one epoch of a loader: ``map`` (``MapDataset`` with an ``EpochSampler``) or
 ``stream`` (``StreamingDataset`` with its own batches), in a DataLoader with ``workers``
 workers, as rank ``rank`` of ``world_size``. For each batch it consumes it writes
@@ -50,7 +50,7 @@ class RunSpec:
 
     def argv(self, folder: Path) -> list[str]:
         """The command line of a run of this spec writing into ``folder``."""
-        args = [sys.executable, "-m", "robopipe.bench.resume", "run", str(folder)]
+        args = [sys.executable, "-m", "robopipe.harness.resume", "run", str(folder)]
         for key, value in asdict(self).items():
             args += [f"--{key.replace('_', '-')}", str(value)]
         return args

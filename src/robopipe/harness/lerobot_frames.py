@@ -1,5 +1,5 @@
 """Frames served by lerobot 0.6.1's ``LeRobotDataset`` against the source's own frames; run by
-the peer interpreter (:func:`robopipe.bench.lerobot_compat.check_loader` starts it)::
+the peer interpreter (:func:`robopipe.harness.lerobot_compat.check_loader` starts it)::
 
     <peer python> lerobot_frames.py REPO_ID ROOT SOURCE RESULT INDICES
 
