@@ -1,0 +1,204 @@
+"""Edits (robopipe.edits) on a small generated dataset converted to v3.0: delete, split and
+merge by stream copy, compared with the source, with the conversion's skip_episodes, and
+merge(split(x)) with x."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from robopipe.conversion.serial import convert_dataset
+from robopipe.edits.plan import make_edit_plan
+from robopipe.edits.serial import edit_dataset
+from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import read_episodes_table, read_meta
+from robopipe.mp4 import read_track
+
+EPISODES = 12
+DELETED = [1, 6, 10]  # spread over the files
+# small thresholds: data and each camera roll over into several files and chunk folders
+LAYOUT = dict(data_file_size_in_mb=0.004, video_file_size_in_mb=0.02, chunks_size=3)
+
+
+@pytest.fixture(scope="module")
+def v21(make_v21):
+    return make_v21(episodes=EPISODES, cameras=2, tasks=("pick", "place"))
+
+
+@pytest.fixture(scope="module")
+def converted(v21, tmp_path_factory):
+    out = tmp_path_factory.mktemp("x") / "v3.0"
+    convert_dataset(v21, out, name="x", **LAYOUT)
+    return out
+
+
+@pytest.fixture(scope="module")
+def edits(converted, tmp_path_factory):
+    root = tmp_path_factory.mktemp("edits")
+    before = _tree(converted)
+    out = {}
+    out["deleted"] = root / "deleted"
+    edit_dataset(
+        {"type": "delete_episodes", "episode_indices": DELETED}, [converted], out["deleted"]
+    )
+    splits = {"type": "split", "splits": {"train": 0.8, "val": 0.2}}
+    for split in ("train", "val"):
+        out[split] = root / split
+        edit_dataset(splits, [converted], out[split], split=split, name=f"x_{split}")
+    out["merged"] = root / "merged"
+    edit_dataset({"type": "merge"}, [out["train"], out["val"]], out["merged"], name="merged")
+    assert _tree(converted) == before, "the source changed"
+    return out
+
+
+def _tree(root):
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file()}  # fmt: skip
+
+
+def _rows(root) -> pa.Table:
+    files = sorted((root / "data").rglob("*.parquet"))
+    return pa.concat_tables(pq.read_table(f) for f in files)
+
+
+EPISODE_COLUMNS = ["episode_index", "length", "tasks", "dataset_from_index", "dataset_to_index"]
+
+
+def _episodes(root, columns=EPISODE_COLUMNS) -> pa.Table:
+    return read_episodes_table(read_meta(str(root)), columns)
+
+
+def _episode_packets(root):
+    """Per camera, per episode: the payloads and relative pts of its packets."""
+    meta = read_meta(str(root))
+    result = {}
+    for key in meta.video_keys:
+        result[key] = []
+        for episode in range(meta.num_episodes):
+            track = read_track(root / meta.video_file(key, episode))
+            data = (root / meta.video_file(key, episode)).read_bytes()
+            lo = round(meta.episodes[f"videos/{key}/from_timestamp"][episode] * track.timescale)
+            hi = round(meta.episodes[f"videos/{key}/to_timestamp"][episode] * track.timescale)
+            inside = np.flatnonzero((track.pts >= lo) & (track.pts < hi))
+            result[key].append(
+                [
+                    (bytes(data[track.offsets[i] : track.offsets[i] + track.sizes[i]]),
+                     int(track.pts[i] - lo), bool(track.keyframes[i]))
+                    for i in inside
+                ]
+            )  # fmt: skip
+    return result
+
+
+def _stats(root):
+    return json.loads((root / "meta/stats.json").read_text())
+
+
+def _assert_stats_close(a, b):
+    assert a.keys() == b.keys()
+    for feature in a:
+        for stat in a[feature]:
+            np.testing.assert_allclose(
+                np.asarray(a[feature][stat], float), np.asarray(b[feature][stat], float),
+                rtol=1e-5, atol=1e-8, err_msg=f"{feature}/{stat}",
+            )  # fmt: skip
+
+
+def _info_totals(root):
+    info = json.loads((root / "meta/info.json").read_text())
+    keys = ("total_episodes", "total_frames", "total_tasks", "splits", "fps", "features")
+    return {k: info[k] for k in keys}
+
+
+def test_source_has_several_files(converted):
+    meta = read_meta(str(converted))
+    assert len(set(meta.episodes["data/file_index"] + 10 * meta.episodes["data/chunk_index"])) >= 4
+    # the deleted episodes lie in different data files
+    assert len({meta.data_file(i) for i in DELETED}) == len(DELETED)
+
+
+def test_merge_of_the_splits_equals_the_source(converted, edits):
+    merged = edits["merged"]
+    assert _rows(merged).equals(_rows(converted))
+    assert _episodes(merged).equals(_episodes(converted))
+    assert pq.read_table(merged / "meta/tasks.parquet").equals(
+        pq.read_table(converted / "meta/tasks.parquet")
+    )
+    assert _info_totals(merged) == _info_totals(converted)
+    _assert_stats_close(_stats(merged), _stats(converted))
+    assert _episode_packets(merged) == _episode_packets(converted)
+
+
+def test_split_takes_lerobots_fractions(converted, edits):
+    train, val = (read_meta(str(edits[s])) for s in ("train", "val"))
+    assert (train.num_episodes, val.num_episodes) == (int(EPISODES * 0.8), EPISODES - 9)
+    source = _rows(converted)
+    assert _rows(edits["val"]).num_rows == source.num_rows - _rows(edits["train"]).num_rows
+    assert _rows(edits["val"])["index"].to_pylist()[0] == 0
+
+
+def test_delete_equals_the_conversion_with_skip_episodes(v21, edits, tmp_path):
+    skipped = tmp_path / "skipped"
+    convert_dataset(v21, skipped, name="x", skip_episodes=DELETED, **LAYOUT)
+    deleted = edits["deleted"]
+    assert _rows(deleted).equals(_rows(skipped))
+    assert _episodes(deleted).equals(_episodes(skipped))
+    assert pq.read_table(deleted / "meta/tasks.parquet").equals(
+        pq.read_table(skipped / "meta/tasks.parquet")
+    )
+    assert _info_totals(deleted) == _info_totals(skipped)
+    _assert_stats_close(_stats(deleted), _stats(skipped))
+    assert _episode_packets(deleted) == _episode_packets(skipped)
+
+
+def test_delete_keeps_every_other_episodes_frames(converted, edits):
+    source, deleted = _episode_packets(converted), _episode_packets(edits["deleted"])
+    kept = [i for i in range(EPISODES) if i not in DELETED]
+    for key in source:
+        assert deleted[key] == [source[key][i] for i in kept]
+
+
+def test_whole_files_are_linked(converted, edits):
+    """A video file of the split that keeps all its input file's episodes is that file."""
+    inodes = {p.stat().st_ino for p in (converted / "videos").rglob("*.mp4")}
+    linked = [p for p in (edits["train"] / "videos").rglob("*.mp4") if p.stat().st_ino in inodes]
+    assert linked
+
+
+def test_unknown_episode_index_is_refused(converted, tmp_path):
+    with pytest.raises(DatasetError, match=r"episode 12: delete_episodes: no episode 12"):
+        edit_dataset({"type": "delete_episodes", "episode_indices": [2, 12]}, [converted],
+                     tmp_path / "out")  # fmt: skip
+    assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())
+
+
+def test_fractions_must_add_up_to_one(converted):
+    with pytest.raises(DatasetError, match=r"add up to 0.9, not 1 \(train: 0.7, val: 0.2\)"):
+        make_edit_plan("s", {"type": "split", "splits": {"train": 0.7, "val": 0.2}}, [converted],
+                       split="train")  # fmt: skip
+
+
+def test_merge_refuses_other_features(converted, edits, tmp_path):
+    other = tmp_path / "other"
+    import shutil
+
+    shutil.copytree(edits["val"], other)
+    info = json.loads((other / "meta/info.json").read_text())
+    info["features"]["observation.state"]["shape"] = [99]
+    (other / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetError, match=r"feature 'observation.state' has shape \[99\]"):
+        make_edit_plan("m", {"type": "merge"}, [converted, other])
+    info["fps"] = 15
+    (other / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetError, match=r"merge: fps 15 differs"):
+        make_edit_plan("m", {"type": "merge"}, [converted, other])
+    info["fps"] = 30
+    info["features"]["observation.state"]["shape"] = [6]
+    info["features"]["observation.images.front"]["info"]["video.codec"] = "h264"
+    (other / "meta/info.json").write_text(json.dumps(info))
+    with pytest.raises(DatasetError, match=r"'observation.images.front' has video.codec h264"):
+        make_edit_plan("m", {"type": "merge"}, [converted, other])
