@@ -53,6 +53,20 @@ PUBLISHED_DIR = RESULTS_DIR + "/v3.0"
 ROBO_FILE = RESULTS_DIR + "/robomimic/robo.tar"  # a robomimic file's robo archive
 PUBLISHED_INFO = PUBLISHED_DIR + "/" + "meta/info.json"
 PUSH_FILE = RESULTS_DIR + "/push.json"  # what `snakemake push` did
+# an edit (robopipe.edits; workflow/rules/edits.smk): its plan, each output file staged with
+# its proof, meta/, the validation; published as PUBLISHED_DIR like a conversion
+EDIT_DIR = RESULTS_DIR + "/edit"
+EDIT_PLAN_FILE = EDIT_DIR + "/plan.json"
+EDIT_STAGING_DIR = EDIT_DIR + "/staging"
+EDIT_STAGED_META_DIR = EDIT_STAGING_DIR + "/meta"
+EDIT_STAGED_DATA_FILE = EDIT_STAGING_DIR + "/data/chunk-{chunk}/file-{file}.parquet"
+EDIT_STAGED_VIDEO_FILE = EDIT_STAGING_DIR + "/videos/{video_key}/chunk-{chunk}/file-{file}.mp4"
+EDIT_DATA_REPORT = EDIT_DIR + "/reports/data/chunk-{chunk}/file-{file}.json"
+EDIT_VIDEO_REPORT = EDIT_DIR + "/reports/videos/{video_key}/chunk-{chunk}/file-{file}.json"
+EDIT_VALIDATION_FILE = EDIT_DIR + "/validation.json"
+# the quality target's findings, which `delete_episodes: {flagged_by: [...]}` reads (the same
+# constant as robopipe.quality's workflow defines: keep one when both are merged)
+QUALITY_FILE = RESULTS_DIR + "/quality/quality.json"
 # training copies (robopipe.copies): the v3.0 copy, its measurements, its per-file jobs' outputs
 COPY_DIR = RESULTS_DIR + "/copies/{encoding}"
 COPY_INFO = COPY_DIR + "/v3.0/meta/info.json"

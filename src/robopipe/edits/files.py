@@ -268,40 +268,41 @@ def _cut(source: Path, track: Track, runs, output: Path, episodes: list[int]):
 
     landed, digests, offset = [], [], 0
     time_base = Fraction(1, track.timescale)
-    with av_open(source) as (_, template), atomic_path(output) as tmp:
-        with (
-            open(source, "rb") as data_file,
-            av.open(str(tmp), "w", format="mp4", options={"movflags": "faststart"}) as out,
-        ):
-            stream = out.add_stream_from_template(template, opaque=True)
-            stream.time_base = template.time_base
-            for episode, (first, stop, from_ticks, to_ticks) in zip(episodes, runs, strict=True):
-                at = int(track.offsets[first:stop].min())
-                data_file.seek(at)
-                data = memoryview(
-                    data_file.read(int((track.offsets + track.sizes)[first:stop].max()) - at)
-                )
-                digest = PacketDigest()
-                digest.add_track(data, track, first, stop, at=at, offset=from_ticks)
-                digests.append(digest)
-                shift = offset - from_ticks
-                for p in range(first, stop):
-                    pos = int(track.offsets[p]) - at
-                    packet = av.Packet(data[pos : pos + int(track.sizes[p])])
-                    packet.pts = int(track.pts[p]) + shift
-                    packet.dts = int(track.dts[p]) + shift
-                    packet.duration = int(track.durations[p])
-                    packet.is_keyframe = bool(track.keyframes[p])
-                    packet.time_base = template.time_base
-                    packet.stream = stream
-                    out.mux_one(packet)
-                end = offset + to_ticks - from_ticks  # the input's span, kept
-                landed.append(
-                    {
-                        "episode_index": episode,
-                        "from_timestamp": float(offset * time_base),
-                        "to_timestamp": float(end * time_base),
-                    }
-                )
-                offset = end
+    with (
+        av_open(source) as (_, template),
+        atomic_path(output) as tmp,
+        open(source, "rb") as data_file,
+        av.open(str(tmp), "w", format="mp4", options={"movflags": "faststart"}) as out,
+    ):
+        stream = out.add_stream_from_template(template, opaque=True)
+        stream.time_base = template.time_base
+        for episode, (first, stop, from_ticks, to_ticks) in zip(episodes, runs, strict=True):
+            at = int(track.offsets[first:stop].min())
+            data_file.seek(at)
+            data = memoryview(
+                data_file.read(int((track.offsets + track.sizes)[first:stop].max()) - at)
+            )
+            digest = PacketDigest()
+            digest.add_track(data, track, first, stop, at=at, offset=from_ticks)
+            digests.append(digest)
+            shift = offset - from_ticks
+            for p in range(first, stop):
+                pos = int(track.offsets[p]) - at
+                packet = av.Packet(data[pos : pos + int(track.sizes[p])])
+                packet.pts = int(track.pts[p]) + shift
+                packet.dts = int(track.dts[p]) + shift
+                packet.duration = int(track.durations[p])
+                packet.is_keyframe = bool(track.keyframes[p])
+                packet.time_base = template.time_base
+                packet.stream = stream
+                out.mux_one(packet)
+            end = offset + to_ticks - from_ticks  # the input's span, kept
+            landed.append(
+                {
+                    "episode_index": episode,
+                    "from_timestamp": float(offset * time_base),
+                    "to_timestamp": float(end * time_base),
+                }
+            )
+            offset = end
     return landed, digests

@@ -184,12 +184,7 @@ def split_episodes(name: str, total: int, splits: dict) -> dict[str, list[int]]:
         raise DatasetError(name, "split: no splits given")
     values = list(splits.values())
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-        total_fraction = math.fsum(values)
-        if abs(total_fraction - 1) > FRACTIONS_TOLERANCE:
-            shown = ", ".join(f"{k}: {v}" for k, v in splits.items())
-            raise DatasetError(
-                name, f"split fractions add up to {total_fraction:g}, not 1 ({shown})"
-            )
+        check_fractions(name, splits)
         result, start = {}, 0
         for position, (split, fraction) in enumerate(splits.items()):
             stop = total if position == len(splits) - 1 else start + int(total * fraction)
@@ -212,6 +207,44 @@ def split_episodes(name: str, total: int, splits: dict) -> dict[str, list[int]]:
         if not indices:
             raise DatasetError(name, f"split {split!r} has no episodes of {total}")
     return result
+
+
+def check_fractions(name: str, splits: dict) -> None:
+    """Refuse split fractions that do not add up to 1 (within ``FRACTIONS_TOLERANCE``).
+
+    Raises:
+        DatasetError: naming every split and its fraction.
+    """
+    total_fraction = math.fsum(splits.values())
+    if abs(total_fraction - 1) > FRACTIONS_TOLERANCE:
+        shown = ", ".join(f"{k}: {v}" for k, v in splits.items())
+        raise DatasetError(name, f"split fractions add up to {total_fraction:g}, not 1 ({shown})")
+
+
+def flagged_episodes(
+    quality_file: str | Path, checks: list[str], severities: tuple[str, ...] = ("error",)
+) -> list[int]:
+    """The episodes that the quality target flagged with any of ``checks`` at one of
+    ``severities``, sorted: the ``findings`` of its ``quality.json`` (``{"findings":
+    [{"check", "severity", "episode_index", ...}]}``, docs/quality.md).
+
+    Raises:
+        ValueError: a check name that no finding and no listed check of the file has.
+    """
+    report = json.loads(Path(quality_file).read_text("utf-8"))
+    known = {c.get("name") for c in report.get("checks", [])}
+    known |= {f["check"] for f in report.get("findings", [])}
+    unknown = [c for c in checks if known and c not in known]
+    if unknown:
+        raise ValueError(f"{quality_file}: no check {unknown[0]!r} (checks: {sorted(known)})")
+    return sorted(
+        {
+            int(f["episode_index"])
+            for f in report.get("findings", [])
+            if f["check"] in checks and f.get("severity", "error") in severities
+            and f.get("episode_index") is not None
+        }
+    )  # fmt: skip
 
 
 def _check_indices(name: str, indices, total: int, what: str) -> None:
@@ -248,20 +281,20 @@ def kept_episodes(name: str, total: int, operation: dict, split: str | None = No
     raise DatasetError(name, f"operation {kind!r} keeps no episodes of one input")
 
 
-def check_mergeable(names: list[str], metas: list[DatasetMeta]) -> None:
+def check_mergeable(names: list[str], infos: list[dict]) -> None:
     """Refuse inputs that cannot share one dataset: other features (names, dtypes, shapes),
     fps, or video codec, pixel format or frame size.
 
     Raises:
         DatasetError: naming the input and the feature that differs from the first input's.
     """
-    first = metas[0]
-    for name, meta in zip(names[1:], metas[1:], strict=True):
-        if meta.fps != first.fps:
+    first = infos[0]
+    for name, info in zip(names[1:], infos[1:], strict=True):
+        if info["fps"] != first["fps"]:
             raise DatasetError(
-                name, f"merge: fps {meta.fps} differs from {names[0]!r}'s {first.fps}"
+                name, f"merge: fps {info['fps']} differs from {names[0]!r}'s {first['fps']}"
             )
-        ours, theirs = first.info["features"], meta.info["features"]
+        ours, theirs = first["features"], info["features"]
         for feature in [*ours, *(k for k in theirs if k not in ours)]:
             if feature not in theirs or feature not in ours:
                 where = names[0] if feature in ours else name
@@ -322,7 +355,7 @@ def make_edit_plan(
         )
     metas = [read_meta(root, name=n) for root, n in zip(roots, names, strict=True)]
     if kind == "merge":
-        check_mergeable(names, metas)
+        check_mergeable(names, [m.info for m in metas])
         picked = [np.arange(m.num_episodes) for m in metas]
     else:
         picked = [np.asarray(kept_episodes(names[0], metas[0].num_episodes, operation, split))]
