@@ -1,9 +1,8 @@
 # Edits of v3.0 datasets (robopipe.edits; config `edits:`): a plan from the inputs' meta/,
 # one job per output data file and per output video file (stream copy; a kept file is
 # linked), then meta, validation and publish into results/<name>/v3.0, as the conversion.
-# The edits' outputs are named by EDITS (robopipe.workflow.edits), checked at parse time.
-import re
-
+# The edits' outputs are named by EDITS (common.smk), checked at parse time; only these rules
+# make them (EDIT_NAMES), and `publish` every other dataset's.
 from robopipe.edits.plan import load_edit_plan
 from robopipe.layout import (
     EDIT_DATA_REPORT,
@@ -17,17 +16,6 @@ from robopipe.layout import (
     LOG_FILE,
     PUBLISHED_INFO,
 )
-from robopipe.workflow.edits import Edits
-
-EDITS = Edits(
-    config,
-    dataset_info=lambda name: DATASETS[name].dataset_info(),
-    dataset_ready=lambda name: DATASETS[name].ready(),
-)
-if EDITS.problems:
-    stop(EDITS.problems)
-# the rules below make only the edits' outputs (`publish` makes every other dataset's)
-EDIT_NAMES = "|".join(re.escape(n) for n in EDITS.names()) or "(?!)"
 
 
 def edit_plan_of(wildcards):
@@ -174,9 +162,6 @@ rule edit_publish:
         ROBOPIPE_ENV
     script:
         "../../scripts/edit_publish.py"
-
-
-ruleorder: edit_publish > publish
 
 
 rule edit:
