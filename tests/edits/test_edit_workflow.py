@@ -100,3 +100,40 @@ def test_a_typo_gets_the_nearest_key(source, tmp_path, run_snakemake):
     result = run_snakemake(tmp_path, config, "-n", "edit", check=False)
     assert result.returncode != 0
     assert "did you mean 'episode_indices'?" in result.stderr
+
+
+def test_flagged_by_deletes_what_quality_flagged(source, tmp_path, run_snakemake):
+    quality = tmp_path / "results/x/quality/quality.json"
+    quality.parent.mkdir(parents=True)
+    findings = [
+        {"check": "frozen_camera", "severity": "error", "episode_index": 2},
+        {"check": "frozen_camera", "severity": "warning", "episode_index": 4},
+        {"check": "nan_inf", "severity": "error", "episode_index": 5},
+    ]
+    quality.write_text(json.dumps({"findings": findings}))
+    config = {
+        "datasets": {"x": {"path": str(source)}},
+        "edits": {
+            "x_flagged": {
+                "source": "x",
+                "operation": {"type": "delete_episodes", "flagged_by": ["frozen_camera"]},
+            },
+            "x_warned": {
+                "source": "x",
+                "operation": {
+                    "type": "delete_episodes",
+                    "flagged_by": ["frozen_camera"],
+                    "severity": ["error", "warning"],
+                },
+            },
+        },
+    }
+    run_snakemake(tmp_path, config, "--cores", "2", "edit")
+    for name, deleted in (("x_flagged", [2]), ("x_warned", [2, 4])):
+        root = tmp_path / f"results/{name}/v3.0"
+        assert json.loads((root / "meta/info.json").read_text())["total_episodes"] == 8 - len(
+            deleted
+        )
+        lengths = pq.read_table(source / "meta/episodes/chunk-000/file-000.parquet")["length"]
+        kept = [n for i, n in enumerate(lengths.to_pylist()) if i not in deleted]
+        assert _rows(root).num_rows == sum(kept)

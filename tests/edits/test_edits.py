@@ -202,3 +202,20 @@ def test_merge_refuses_other_features(converted, edits, tmp_path):
     (other / "meta/info.json").write_text(json.dumps(info))
     with pytest.raises(DatasetError, match=r"'observation.images.front' has video.codec h264"):
         make_edit_plan("m", {"type": "merge"}, [converted, other])
+
+
+def test_flagged_episodes_reads_the_quality_findings(tmp_path):
+    from robopipe.edits.plan import flagged_episodes
+
+    path = tmp_path / "quality.json"
+    path.write_text(json.dumps({"checks": [{"name": "nan_inf"}, {"name": "frozen_camera"}],
+                                "findings": [
+        {"check": "nan_inf", "severity": "error", "episode_index": 7},
+        {"check": "frozen_camera", "severity": "warning", "episode_index": 3},
+        {"check": "nan_inf", "severity": "error", "episode_index": 1},
+    ]}))  # fmt: skip
+    assert flagged_episodes(path, ["nan_inf"]) == [1, 7]
+    assert flagged_episodes(path, ["frozen_camera"]) == []
+    assert flagged_episodes(path, ["frozen_camera", "nan_inf"], ("warning",)) == [3]
+    with pytest.raises(ValueError, match="no check 'nan_info'"):
+        flagged_episodes(path, ["nan_info"])
