@@ -219,3 +219,34 @@ def test_flagged_episodes_reads_the_quality_findings(tmp_path):
     assert flagged_episodes(path, ["frozen_camera", "nan_inf"], ("warning",)) == [3]
     with pytest.raises(ValueError, match="no check 'nan_info'"):
         flagged_episodes(path, ["nan_info"])
+
+
+def _reencode_one_gop(path):
+    """Re-encode the mp4 at ``path`` in place as H.264 with a single keyframe (same pts)."""
+    import av
+
+    tmp = path.with_name("long_gop.mp4")
+    with av.open(str(path)) as source, av.open(str(tmp), "w", format="mp4") as out:
+        video = source.streams.video[0]
+        stream = out.add_stream("libx264", rate=30, options={"x264-params": "keyint=100000:scenecut=0", "bf": "0"})  # fmt: skip
+        stream.width, stream.height, stream.pix_fmt = video.width, video.height, "yuv420p"
+        stream.time_base = video.time_base
+        for frame in source.decode(video):
+            frame.pict_type = av.video.frame.PictureType.NONE
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    tmp.replace(path)
+
+
+def test_a_cut_inside_a_gop_is_refused(converted, tmp_path):
+    import shutil
+
+    source = shutil.copytree(converted, tmp_path / "long_gop")
+    meta = read_meta(str(source))
+    key = meta.video_keys[0]
+    _reencode_one_gop(source / meta.video_file(key, 0))
+    second = int(np.flatnonzero(meta.episodes[f"videos/{key}/file_index"] == 0)[1])
+    with pytest.raises(DatasetError, match=rf"episode {second}: .*starts inside a GOP"):
+        edit_dataset({"type": "delete_episodes", "episode_indices": [0]}, [source],
+                     tmp_path / "out")  # fmt: skip
+    assert not (tmp_path / "out").exists()
