@@ -228,7 +228,8 @@ def _reencode_one_gop(path):
     tmp = path.with_name("long_gop.mp4")
     with av.open(str(path)) as source, av.open(str(tmp), "w", format="mp4") as out:
         video = source.streams.video[0]
-        stream = out.add_stream("libx264", rate=30, options={"x264-params": "keyint=100000:scenecut=0", "bf": "0"})  # fmt: skip
+        options = {"x264-params": "keyint=100000:scenecut=0", "bf": "0"}
+        stream = out.add_stream("libx264", rate=30, options=options)
         stream.width, stream.height, stream.pix_fmt = video.width, video.height, "yuv420p"
         stream.time_base = video.time_base
         for frame in source.decode(video):
