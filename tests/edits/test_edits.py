@@ -5,6 +5,9 @@ merge(split(x)) with x."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -251,3 +254,42 @@ def test_a_cut_inside_a_gop_is_refused(converted, tmp_path):
         edit_dataset({"type": "delete_episodes", "episode_indices": [0]}, [source],
                      tmp_path / "out")  # fmt: skip
     assert not (tmp_path / "out").exists()
+
+
+LEROBOT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-lerobot/bin/python"
+# lerobot 0.6.1 loads an edit's output and the source: the items at the first and last frame
+# of every kept episode are equal (every tensor but the output's own indices)
+LEROBOT_DRIVER = """
+import json, sys
+import torch
+from lerobot.datasets.lerobot_dataset import LeRobotDataset
+args = json.loads(sys.argv[1])
+src = LeRobotDataset("local/src", root=args["source"], video_backend="pyav")
+out = LeRobotDataset("local/out", root=args["output"], video_backend="pyav")
+differ = []
+for new, old in enumerate(args["kept"]):
+    a, b = out.meta.episodes[new], src.meta.episodes[old]
+    for i, j in ((a["dataset_from_index"], b["dataset_from_index"]),
+                 (a["dataset_to_index"] - 1, b["dataset_to_index"] - 1)):
+        x, y = out[i], src[j]
+        for key, value in x.items():
+            if isinstance(value, torch.Tensor) and key not in ("index", "episode_index"):
+                if not torch.equal(value, y[key]):
+                    differ.append([new, key])
+print(json.dumps({"episodes": out.meta.total_episodes, "differ": differ}))
+"""
+
+
+@pytest.mark.skipif(not LEROBOT_PYTHON.exists(), reason="lerobot 0.6.1 env missing")
+def test_lerobot_loads_the_edit_with_the_sources_items(converted, edits, tmp_path):
+    kept = [i for i in range(EPISODES) if i not in DELETED]
+    args = {"source": str(converted), "output": str(edits["deleted"]), "kept": kept}
+    env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_OFFLINE": "1"}
+    env.pop("PYTHONPATH", None)
+    done = subprocess.run(
+        [str(LEROBOT_PYTHON), "-c", LEROBOT_DRIVER, json.dumps(args)],
+        env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"episodes": len(kept), "differ": []}
