@@ -55,7 +55,7 @@ def test_a_killed_edit_resumes(source, tmp_path, snakemake_cmd, run_snakemake, f
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
-        while not list(tmp_path.glob("results/*/edit/reports/data/*/*.json")):
+        while not list(tmp_path.glob("results/x_clean/edit/reports/data/*/*.json")):
             assert run.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
     finally:
@@ -82,6 +82,8 @@ def test_a_killed_edit_resumes(source, tmp_path, snakemake_cmd, run_snakemake, f
          "edit 'x_clean': dataset '{source}': episode 8: delete_episodes: no episode 8"),
         ({"x_split": {"type": "split", "splits": {"train": 0.5, "val": 0.25}}},
          "split fractions add up to 0.75, not 1"),
+        ({"x_clean": {"type": "remove_feature", "feature_names": ["observation.stat"]}},
+         "remove_feature: no feature 'observation.stat'"),
         ({"x_merged": {"type": "merge", "sources": ["x_split_train", "nowhere"]}},
          "source 'nowhere' is no dataset, no edit and no v3.0 folder"),
     ],

@@ -293,3 +293,24 @@ def test_lerobot_loads_the_edit_with_the_sources_items(converted, edits, tmp_pat
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result == {"episodes": len(kept), "differ": []}
+
+
+def test_remove_feature_drops_a_camera_and_a_column(converted, tmp_path):
+    meta = read_meta(str(converted))
+    camera, kept_camera = meta.video_keys
+    out = tmp_path / "removed"
+    operation = {"type": "remove_feature", "feature_names": [camera, "action"]}
+    edit_dataset(operation, [converted], out)
+    info = json.loads((out / "meta/info.json").read_text())
+    assert camera not in info["features"] and "action" not in info["features"]
+    assert not (out / "videos" / camera).exists()
+    assert "action" not in _stats(out) and camera not in _stats(out)
+    source = _rows(converted)
+    assert _rows(out).equals(source.drop_columns(["action"]))
+    columns = read_episodes_table(read_meta(str(out))).column_names
+    assert not [c for c in columns if camera in c or c.startswith("stats/action/")]
+    assert _episode_packets(out)[kept_camera] == _episode_packets(converted)[kept_camera]
+    with pytest.raises(DatasetError, match=r"remove_feature: 'index' is a default feature"):
+        make_edit_plan("r", {"type": "remove_feature", "feature_names": ["index"]}, [converted])
+    with pytest.raises(DatasetError, match=r"remove_feature: no feature 'actoin'"):
+        make_edit_plan("r", {"type": "remove_feature", "feature_names": ["actoin"]}, [converted])

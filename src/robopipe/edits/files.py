@@ -117,6 +117,7 @@ def _episode_tables(plan: EditPlan, f: EditFile, source: Path) -> Iterator[tuple
         while held and held_start + held[0].num_rows <= stop:  # no later episode needs it
             held_start += held.pop(0).num_rows
         table = pa.Table.from_batches(pieces, schema=parquet.schema_arrow)
+        table = table.drop_columns([c for c in plan.removed if c in table.column_names])
         yield episode, _reindexed(table, episode, e, task_map)
 
 

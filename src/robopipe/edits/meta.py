@@ -78,9 +78,12 @@ def _episode_tables(plan: EditPlan, landed, aggregator: StatsAggregator) -> Iter
         chunks_size = int(info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
         for rel in episodes_files(fs, base, chunks_size):
             table = pq.read_table(Path(root) / rel)
-            table = table.drop_columns(
-                [c for c in _EPISODES_FILE_COLUMNS if c in table.column_names]
-            )
+            gone = [
+                c
+                for c in table.column_names
+                if c in _EPISODES_FILE_COLUMNS or _removed(c, plan.removed)
+            ]
+            table = table.drop_columns(gone)
             inputs = table.column("episode_index").to_numpy()
             keep = [i for i, ep in enumerate(inputs.tolist()) if ep in by_input]
             if not keep:
@@ -93,6 +96,11 @@ def _episode_tables(plan: EditPlan, landed, aggregator: StatsAggregator) -> Iter
             if schema is None:
                 schema = table.schema
             yield table.select(schema.names).cast(schema)
+
+
+def _removed(column: str, features: list[str]) -> bool:
+    """Whether an episodes column belongs to a removed feature (its stats, its video file)."""
+    return any(column.startswith((f"stats/{f}/", f"videos/{f}/")) for f in features)
 
 
 def _file_of_episodes(files, n: int) -> np.ndarray:

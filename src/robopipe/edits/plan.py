@@ -1,5 +1,6 @@
 """The plan of an edit: every output file of a v3.0 dataset made from one or more v3.0
-datasets by ``delete_episodes``, ``split`` or ``merge`` (lerobot-edit-dataset's operations),
+datasets by ``delete_episodes``, ``split``, ``merge`` or ``remove_feature``
+(lerobot-edit-dataset's operations),
 from the inputs' ``meta/`` alone.
 
 The rule, lerobot 0.6.1's for ``delete_episodes`` and ``split`` (``dataset_tools.py``
@@ -29,9 +30,15 @@ import numpy as np
 from robopipe.atomic import write_json
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import DatasetMeta, read_meta
-from robopipe.layout import DEFAULT_CHUNK_SIZE, data_path, next_chunk_file, video_path
+from robopipe.layout import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_FEATURES,
+    data_path,
+    next_chunk_file,
+    video_path,
+)
 
-OPERATIONS = ("delete_episodes", "split", "merge")
+OPERATIONS = ("delete_episodes", "split", "merge", "remove_feature")
 # how far split fractions may add up from 1 (floating-point sums of decimal fractions)
 FRACTIONS_TOLERANCE = 1e-9
 # the video feature facts that must be equal for merged inputs to share a dataset
@@ -76,6 +83,7 @@ class EditPlan:
             ``source_from_index`` (the input's).
         data_files: the output data files, in order.
         video_files: per camera, its output video files, in order.
+        removed: the input features the output leaves out (``remove_feature``).
     """
 
     dataset: str
@@ -88,6 +96,7 @@ class EditPlan:
     episodes: dict[str, np.ndarray]
     data_files: list[EditFile]
     video_files: dict[str, list[EditFile]] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)
 
     @property
     def num_episodes(self) -> int:
@@ -123,7 +132,8 @@ class EditPlan:
         e = self.episodes
         rows = np.flatnonzero(e["source"] == position)
         return (
-            bool(np.array_equal(e["source_episode"][rows], rows))
+            not self.removed
+            and bool(np.array_equal(e["source_episode"][rows], rows))
             and bool(np.array_equal(e["source_from_index"][rows], e["dataset_from_index"][rows]))
             and self.task_maps[position] == list(range(len(self.task_maps[position])))
         )
@@ -142,6 +152,7 @@ class EditPlan:
             "task_maps": self.task_maps,
             "episodes": {k: v.tolist() for k, v in self.episodes.items()},
             "files": files,
+            "removed": self.removed,
         }
 
     def save(self, path: str | Path) -> None:
@@ -273,6 +284,8 @@ def kept_episodes(name: str, total: int, operation: dict, split: str | None = No
         if not kept:
             raise DatasetError(name, f"delete_episodes: every one of the {total} episodes")
         return kept
+    if kind == "remove_feature":
+        return list(range(total))
     if kind == "split":
         splits = split_episodes(name, total, operation.get("splits") or {})
         if split not in splits:
@@ -332,7 +345,8 @@ def make_edit_plan(
         dataset: the output's name.
         operation: ``{"type": "delete_episodes", "episode_indices": [...]}``,
             ``{"type": "split", "splits": {name: fraction | [indices]}}`` (with ``split``,
-            the split this output is), or ``{"type": "merge"}`` (the inputs are ``sources``).
+            the split this output is), ``{"type": "merge"}`` (the inputs are ``sources``), or
+            ``{"type": "remove_feature", "feature_names": [...]}``.
         sources: the inputs' v3.0 folders (one, or for a merge two or more).
         source_names: their names in messages (default: the folders).
         split: the split of a ``split`` operation that this output is.
@@ -359,6 +373,9 @@ def make_edit_plan(
         picked = [np.arange(m.num_episodes) for m in metas]
     else:
         picked = [np.asarray(kept_episodes(names[0], metas[0].num_episodes, operation, split))]
+    removed = (
+        removed_features(names[0], metas[0].info, operation) if kind == "remove_feature" else []
+    )
     tasks, task_maps = _merged_tasks(metas)
     episodes = _output_episodes(metas, picked)
     chunks_size = int(metas[0].info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
@@ -366,12 +383,13 @@ def make_edit_plan(
     for f in data_files:
         f.path = data_path(*_source_ids(metas, episodes, f, "data"))
     video_files = {}
-    for key in metas[0].video_keys:
+    for key in (k for k in metas[0].video_keys if k not in removed):
         columns = (f"videos/{key}/chunk_index", f"videos/{key}/file_index")
         video_files[key] = _files(metas, episodes, columns, chunks_size)
         for f in video_files[key]:
             f.path = video_path(key, *_source_ids(metas, episodes, f, key))
     info = _output_info(metas[0].info, episodes, tasks)
+    info["features"] = {k: v for k, v in info["features"].items() if k not in removed}
     return EditPlan(
         dataset=dataset,
         operation=dict(operation),
@@ -383,7 +401,31 @@ def make_edit_plan(
         episodes={k: v for k, v in episodes.items() if k in _PLAN_COLUMNS},
         data_files=data_files,
         video_files=video_files,
+        removed=removed,
     )
+
+
+def removed_features(name: str, info: dict, operation: dict) -> list[str]:
+    """The features ``remove_feature`` leaves out: its ``feature_names``, each a feature of
+    the input and none of lerobot's default ones (``timestamp``, ``frame_index``,
+    ``episode_index``, ``index``, ``task_index``), which lerobot 0.6.1 refuses too.
+
+    Raises:
+        DatasetError: no feature named, an unknown one, a default one, or every camera and
+            every data feature but the defaults.
+    """
+    names = list(operation.get("feature_names") or [])
+    if not names:
+        raise DatasetError(name, "remove_feature: no feature_names")
+    for feature in names:
+        if feature not in info["features"]:
+            known = ", ".join(k for k in info["features"] if k not in DEFAULT_FEATURES)
+            raise DatasetError(name, f"remove_feature: no feature {feature!r} (features: {known})")
+        if feature in DEFAULT_FEATURES:
+            raise DatasetError(name, f"remove_feature: {feature!r} is a default feature")
+    if all(k in names or k in DEFAULT_FEATURES for k in info["features"]):
+        raise DatasetError(name, "remove_feature: would leave no feature but the defaults")
+    return names
 
 
 _PLAN_COLUMNS = ("source", "source_episode", "length", "dataset_from_index", "source_from_index")

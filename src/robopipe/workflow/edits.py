@@ -16,6 +16,7 @@ from robopipe.edits.plan import (
     check_fractions,
     check_mergeable,
     kept_episodes,
+    removed_features,
     split_episodes,
 )
 from robopipe.errors import DatasetError
@@ -160,6 +161,8 @@ class Edits:
                 return None  # made by a job: checked by the plan job
             if kind == "merge":
                 check_mergeable(sources, infos)
+            elif kind == "remove_feature":
+                removed_features(sources[0], infos[0], operation)
             elif kind == "split" or operation.get("episode_indices"):
                 kept_episodes(
                     sources[0], infos[0]["total_episodes"], operation, self.outputs[name].split
