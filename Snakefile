@@ -39,6 +39,8 @@ include: "workflow/rules/edits.smk"
 include: "workflow/rules/push.smk"
 include: "workflow/rules/copies.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/quality.smk"
+include: "workflow/rules/quality_peer.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -46,6 +48,7 @@ rule all:
     default_target: True
     input:
         converted_datasets(),
+        quality_outputs(),
         REPORT_ALL_SUMMARY,
 
 
