@@ -20,6 +20,7 @@ from robopipe.quality import (
     read_episode_frames,
     v30_batches,
 )
+from robopipe.quality.dataset import open_dataset
 
 # small files: one data file and one video file per episode, so batches are per data file
 SMALL_FILES = dict(data_file_size_in_mb=0.002, video_file_size_in_mb=0.01)
@@ -127,3 +128,16 @@ def test_a_dataset_in_an_s3_bucket_is_checked_as_locally(
         (3, "black_camera"),
         (5, "nan_inf"),
     }
+
+
+def test_gops_across_episode_starts_give_no_false_unreadable_video(clean_v21, tmp_path):
+    """A packed mp4 re-encoded with a keyframe every 2 frames across episodes (as lerobot's
+    encoder writes it): an episode that starts on an odd frame has its frame 0 in a GOP whose
+    keyframe is the previous episode's last frame. Sampled decoding still reads it."""
+    root = tmp_path / "v30"
+    convert_dataset(clean_v21, root, name="packed")  # every episode in one mp4
+    starts = np.cumsum([0, *open_dataset(str(root)).lengths[:-1]])
+    assert any(start % 2 for start in starts[1:]), "needs an episode starting on an odd frame"
+    injected = faults.inject_black_camera(root, 1, start=8)  # re-encodes the packed file
+    report = run_v30(root, tmp_path / "q")
+    assert by_episode(report) == {1: {injected.check}}

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from robopipe.atomic import write_json
 from robopipe.peer_env import NO_PEERS, peer_version
+from robopipe.sources.remote import Remote
 
 DOCTOR = "lerobot-doctor"  # the console script next to the peer interpreter
 DOCTOR_PACKAGE = "lerobot-doctor"  # its distribution, pinned by tools/lerobot_env.sh
@@ -292,7 +293,7 @@ def doctor_root(source) -> str | None:
     """The folder lerobot-doctor reads for a dataset's :class:`robopipe.sources.Source`: the
     one its quality checks read (a local v2.x or v3.0 folder, a generated source's folder);
     None for a remote source (lerobot-doctor reads local files, or downloads from the Hub)."""
-    return None if source.kind.startswith("remote") else source.folder
+    return None if isinstance(source, Remote) else source.folder
 
 
 def quality_peer(

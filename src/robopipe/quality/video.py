@@ -166,14 +166,13 @@ def _cpu_frames(
             pending = [int(i) for i in indices[lo:hi] if int(i) not in covered]
             if not pending and not every:
                 return
-            if until_s - first_s <= snap_s + 1e-9:
-                key = round((first_s - start_s) * fps)
-                if 0 <= key <= indices[-1]:
-                    wanted.add(key)
-                    covered.update(pending)
-                    gop = gop[:1]
-            else:
-                covered.update(pending)
+            key = round((first_s - start_s) * fps)
+            # a short GOP whose keyframe is the previous episode's (a packed file's GOPs
+            # may straddle an episode start) is decoded whole: its keyframe is not ours
+            if until_s - first_s <= snap_s + 1e-9 and 0 <= key <= indices[-1]:
+                wanted.add(key)
+                gop = gop[:1]
+            covered.update(pending)
             for packet in gop:
                 for frame in stream.decode(packet):
                     take(frame)
