@@ -64,9 +64,6 @@ EDIT_STAGED_VIDEO_FILE = EDIT_STAGING_DIR + "/videos/{video_key}/chunk-{chunk}/f
 EDIT_DATA_REPORT = EDIT_DIR + "/reports/data/chunk-{chunk}/file-{file}.json"
 EDIT_VIDEO_REPORT = EDIT_DIR + "/reports/videos/{video_key}/chunk-{chunk}/file-{file}.json"
 EDIT_VALIDATION_FILE = EDIT_DIR + "/validation.json"
-# the quality target's findings, which `delete_episodes: {flagged_by: [...]}` reads (the same
-# constant as robopipe.quality's workflow defines: keep one when both are merged)
-QUALITY_FILE = RESULTS_DIR + "/quality/quality.json"
 # training copies (robopipe.copies): the v3.0 copy, its measurements, its per-file jobs' outputs
 COPY_DIR = RESULTS_DIR + "/copies/{encoding}"
 COPY_INFO = COPY_DIR + "/v3.0/meta/info.json"
@@ -89,7 +86,8 @@ ROBOMIMIC_BATCH_DIR = RESULTS_DIR + "/robomimic/batches/{batch}"
 # content quality (robopipe.quality; workflow/rules/quality.smk): one partial result per batch
 # of episodes ({quality_batch}: a v2.1 source's conversion shard, ``shard-000000``, or a v3.0
 # source's data file, ``chunk-000_file-000``), merged into the dataset's quality.json and
-# episodes.parquet (one row per episode, one column per check); the verdict of ``fail_on``
+# episodes.parquet (one row per episode, one column per check); the verdict of ``fail_on``.
+# quality.json's findings are what `delete_episodes: {flagged_by: [...]}` of an edit reads.
 QUALITY_DIR = RESULTS_DIR + "/quality"
 # a v3.0 source's batches: each data file's episodes, from meta/episodes (checkpoint
 # quality_batches; a v2.x source's are its plan's shards)
