@@ -7,10 +7,15 @@ from robopipe.jobs import logged
 with logged(snakemake, pandas=False) as log:
     operation = dict(snakemake.params.operation)
     if operation.get("flagged_by"):
-        quality = snakemake.input[-1]
+        quality = snakemake.input.quality
         severities = tuple(operation.pop("severity", None) or ["error"])
-        indices = flagged_episodes(quality, operation.pop("flagged_by"), severities)
-        log.info("%s flags episodes %s", quality, indices)
+        indices = flagged_episodes(
+            quality,
+            operation.pop("flagged_by"),
+            severities,
+            conversion_plan=snakemake.input.get("conversion_plan"),
+        )
+        log.info("%s flags episodes %s (of the v3.0 input)", quality, indices)
         operation["episode_indices"] = indices
     plan = make_edit_plan(
         snakemake.wildcards.dataset,

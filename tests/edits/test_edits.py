@@ -207,21 +207,41 @@ def test_merge_refuses_other_features(converted, edits, tmp_path):
         make_edit_plan("m", {"type": "merge"}, [converted, other])
 
 
-def test_flagged_episodes_reads_the_quality_findings(tmp_path):
-    from robopipe.edits.plan import flagged_episodes
+def test_flagged_episodes_reads_the_quality_findings(make_v21, tmp_path):
+    """On quality.json as robopipe.quality writes it, of a v2.1 source with faults; a
+    conversion plan with skip_episodes maps the source's indices to the output's."""
+    import shutil
 
-    path = tmp_path / "quality.json"
-    path.write_text(json.dumps({"checks": [{"name": "nan_inf"}, {"name": "frozen_camera"}],
-                                "findings": [
-        {"check": "nan_inf", "severity": "error", "episode_index": 7},
-        {"check": "frozen_camera", "severity": "warning", "episode_index": 3},
-        {"check": "nan_inf", "severity": "error", "episode_index": 1},
-    ]}))  # fmt: skip
-    assert flagged_episodes(path, ["nan_inf"]) == [1, 7]
-    assert flagged_episodes(path, ["frozen_camera"]) == []
-    assert flagged_episodes(path, ["frozen_camera", "nan_inf"], ("warning",)) == [3]
+    from robopipe.conversion.plan import make_plan
+    from robopipe.edits.plan import flagged_episodes
+    from robopipe.formats.v21_reader import load_source
+    from robopipe.harness import faults
+    from robopipe.options import ConversionOptions
+    from robopipe.quality import QualityOptions, check_batch, merge_batches
+
+    root = Path(shutil.copytree(make_v21(episodes=6, min_length=30, max_length=40, fps=10,
+                                         cameras=1), tmp_path / "src"))  # fmt: skip
+    faults.inject_nan(root, 1)
+    faults.inject_nan(root, 4, value=float("inf"))
+    faults.inject_frozen_signal(root, 3)  # a warning
+    options = QualityOptions(decode="sample")
+    check_batch(str(root), list(range(6)), options, tmp_path / "part.json")
+    merge_batches([tmp_path / "part.json"], tmp_path / "q", dataset="x", source=str(root),
+                  options=options)  # fmt: skip
+    path = tmp_path / "q/quality.json"
+    assert flagged_episodes(path, ["nan_inf"]) == [1, 4]
+    assert flagged_episodes(path, ["frozen_signal"]) == []
+    assert flagged_episodes(path, ["frozen_signal", "nan_inf"], ("warning",)) == [3]
     with pytest.raises(ValueError, match="no check 'nan_info'"):
         flagged_episodes(path, ["nan_info"])
+    make_plan(load_source(root, "x"), ConversionOptions(skip_episodes=[0, 4])).save(
+        tmp_path / "plan.json"
+    )
+    # source 1 and 3 are the output's 0 and 2; source 4 is not in the output
+    plan = tmp_path / "plan.json"
+    assert flagged_episodes(path, ["nan_inf"], conversion_plan=plan) == [0]
+    both = ["nan_inf", "frozen_signal"]
+    assert flagged_episodes(path, both, ("error", "warning"), conversion_plan=plan) == [0, 2]
 
 
 def _reencode_one_gop(path):

@@ -16,6 +16,7 @@ from robopipe.layout import (
     COPY_FILE,
     LEROBOT_CONVERT_FILE,
     PARSE_TIME_PLAN_FILE,
+    PLAN_FILE,
 )
 from robopipe.workflow import bench as bench_jobs
 from robopipe.workflow import groups, targets
@@ -67,6 +68,9 @@ EDITS = Edits(
     config,
     dataset_info=lambda name: DATASETS[name].dataset_info(),
     dataset_ready=lambda name: DATASETS[name].ready(),
+    dataset_plan=lambda name: (
+        PLAN_FILE.format(dataset=name) if DATASETS[name].converted else None
+    ),
 )
 if EDITS.problems:
     stop(EDITS.problems)

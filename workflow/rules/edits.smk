@@ -20,7 +20,9 @@ from robopipe.layout import (
 
 def edit_plan_of(wildcards):
     """The edit's plan, once its plan checkpoint has run."""
-    return load_edit_plan(checkpoints.edit_plan.get(dataset=wildcards.dataset).output[0])
+    return load_edit_plan(
+        checkpoints.edit_plan.get(dataset=wildcards.dataset).output[0]
+    )
 
 
 def edit_files(wildcards):
@@ -34,7 +36,12 @@ def edit_files(wildcards):
         reports.append(EDIT_DATA_REPORT.format(**ids))
     for key, video_files in plan.video_files.items():
         for f in video_files:
-            ids = {"dataset": name, "video_key": key, "chunk": f"{f.chunk:03d}", "file": f"{f.file:03d}"}
+            ids = {
+                "dataset": name,
+                "video_key": key,
+                "chunk": f"{f.chunk:03d}",
+                "file": f"{f.file:03d}",
+            }
             files.append(EDIT_STAGED_VIDEO_FILE.format(**ids))
             reports.append(EDIT_VIDEO_REPORT.format(**ids))
     return {"files": files, "reports": reports}
@@ -47,7 +54,7 @@ def edit_video_reports(wildcards):
 
 checkpoint edit_plan:
     input:
-        lambda w: EDITS.plan_inputs(w.dataset),
+        unpack(lambda w: EDITS.plan_inputs(w.dataset)),
     output:
         EDIT_PLAN_FILE,
     log:
@@ -76,7 +83,9 @@ rule edit_data:
     log:
         LOG_FILE.format(dataset="{dataset}", step="edit_data/chunk-{chunk}_file-{file}"),
     benchmark:
-        JOB_STATS_FILE.format(dataset="{dataset}", step="edit_data/chunk-{chunk}_file-{file}")
+        JOB_STATS_FILE.format(
+            dataset="{dataset}", step="edit_data/chunk-{chunk}_file-{file}"
+        )
     wildcard_constraints:
         dataset=EDIT_NAMES,
     conda:
@@ -93,11 +102,13 @@ rule edit_video:
         report=EDIT_VIDEO_REPORT,
     log:
         LOG_FILE.format(
-            dataset="{dataset}", step="edit_video/{video_key}/chunk-{chunk}_file-{file}"
+            dataset="{dataset}",
+            step="edit_video/{video_key}/chunk-{chunk}_file-{file}",
         ),
     benchmark:
         JOB_STATS_FILE.format(
-            dataset="{dataset}", step="edit_video/{video_key}/chunk-{chunk}_file-{file}"
+            dataset="{dataset}",
+            step="edit_video/{video_key}/chunk-{chunk}_file-{file}",
         )
     wildcard_constraints:
         dataset=EDIT_NAMES,

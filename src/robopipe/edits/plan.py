@@ -233,11 +233,19 @@ def check_fractions(name: str, splits: dict) -> None:
 
 
 def flagged_episodes(
-    quality_file: str | Path, checks: list[str], severities: tuple[str, ...] = ("error",)
+    quality_file: str | Path,
+    checks: list[str],
+    severities: tuple[str, ...] = ("error",),
+    conversion_plan: str | Path | None = None,
 ) -> list[int]:
-    """The episodes that the quality target flagged with any of ``checks`` at one of
-    ``severities``, sorted: the ``findings`` of its ``quality.json`` (``{"findings":
-    [{"check", "severity", "episode_index", ...}]}``, docs/quality.md).
+    """The episodes of the dataset's v3.0 that the quality target flagged with any of
+    ``checks`` at one of ``severities``, sorted: the ``findings`` of its ``quality.json``
+    (``{"findings": [{"check", "severity", "episode_index", ...}]}``, docs/checking.md).
+
+    Findings name the source's episodes. For a converted (v2.x) source pass its conversion's
+    ``plan.json`` as ``conversion_plan``: its ``episodes.source_episode_index`` column maps
+    each source index to the output's (the output renumbers them where ``skip_episodes`` left
+    some out); a finding of an episode the conversion left out names none of the output's.
 
     Raises:
         ValueError: a check name that no finding and no listed check of the file has.
@@ -248,14 +256,20 @@ def flagged_episodes(
     unknown = [c for c in checks if known and c not in known]
     if unknown:
         raise ValueError(f"{quality_file}: no check {unknown[0]!r} (checks: {sorted(known)})")
-    return sorted(
-        {
-            int(f["episode_index"])
-            for f in report.get("findings", [])
-            if f["check"] in checks and f.get("severity", "error") in severities
-            and f.get("episode_index") is not None
+    flagged = {
+        int(f["episode_index"])
+        for f in report.get("findings", [])
+        if f["check"] in checks and f.get("severity", "error") in severities
+        and f.get("episode_index") is not None
+    }  # fmt: skip
+    if conversion_plan is not None:
+        plan = json.loads(Path(conversion_plan).read_text("utf-8"))
+        output_of = {
+            int(source): out
+            for out, source in enumerate(plan["episodes"]["source_episode_index"])
         }
-    )  # fmt: skip
+        flagged = {output_of[i] for i in flagged if i in output_of}
+    return sorted(flagged)
 
 
 def _check_indices(name: str, indices, total: int, what: str) -> None:

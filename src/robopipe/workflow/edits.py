@@ -48,6 +48,9 @@ class Edits:
             (:meth:`robopipe.sources.base.Source.dataset_info`), by name.
         dataset_ready: what must exist before a configured dataset is read
             (:meth:`robopipe.sources.base.Source.ready`), by name.
+        dataset_plan: the conversion's ``plan.json`` of a configured dataset that is
+            converted here (it maps the source's episode indices, which quality findings
+            name, to the v3.0's), else None, by name.
 
     :attr:`problems` lists every bad edit found at parse time, one ``robopipe: ...`` line
     each: an unknown source, a name taken twice, a cycle, and, where an input's info.json
@@ -60,11 +63,13 @@ class Edits:
         config: dict,
         dataset_info: Callable[[str], str],
         dataset_ready: Callable[[str], list[str]] = lambda name: [],
+        dataset_plan: Callable[[str], str | None] = lambda name: None,
     ) -> None:
         self.entries = dict(config.get("edits") or {})
         self.datasets = dict(config.get("datasets") or {})
         self._dataset_info = dataset_info
         self._dataset_ready = dataset_ready
+        self._dataset_plan = dataset_plan
         self.outputs: dict[str, EditOutput] = {}
         self.problems: list[str] = []
         for edit, entry in self.entries.items():
@@ -113,16 +118,22 @@ class Edits:
             os.path.dirname(os.path.dirname(self.info_file(s))) for s in self.source_names(name)
         ]
 
-    def plan_inputs(self, name: str) -> list[str]:
-        """input of the plan job: each input's info.json, and the quality findings that
-        ``flagged_by`` reads."""
-        inputs = []
+    def plan_inputs(self, name: str) -> dict[str, list[str] | str]:
+        """input of the plan job: ``info``, each input's info.json (after what must exist
+        first); for ``flagged_by``, ``quality``, the findings of the source's quality.json, and
+        for a converted source ``conversion_plan``, its plan.json (source -> output indices)."""
+        info = []
         for source in self.source_names(name):
             if source in self.datasets and source not in self.outputs:
-                inputs += self._dataset_ready(source)
-            inputs.append(self.info_file(source))
+                info += self._dataset_ready(source)
+            info.append(self.info_file(source))
+        inputs: dict[str, list[str] | str] = {"info": info}
         if self.operation(name).get("flagged_by"):
-            inputs.append(QUALITY_FILE.format(dataset=self.source_names(name)[0]))
+            source = self.source_names(name)[0]
+            inputs["quality"] = QUALITY_FILE.format(dataset=source)
+            plan = self._dataset_plan(source)
+            if plan is not None:
+                inputs["conversion_plan"] = plan
         return inputs
 
     def _check(self, name: str) -> None:
