@@ -5,17 +5,24 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
 from robopipe.conversion.serial import convert_dataset
+from robopipe.harness import faults
 
 pytestmark = pytest.mark.slow
+
+# 8 episodes of 3-4 s at 10 fps, one camera: long enough for the quality checks' faults
+FAULTY = dict(episodes=8, cameras=1, height=32, width=48, fps=10, min_length=30, max_length=40)
 
 
 @pytest.fixture(scope="module")
@@ -104,38 +111,52 @@ def test_a_typo_gets_the_nearest_key(source, tmp_path, run_snakemake):
     assert "did you mean 'episode_indices'?" in result.stderr
 
 
-def test_flagged_by_deletes_what_quality_flagged(source, tmp_path, run_snakemake):
-    quality = tmp_path / "results/x/quality/quality.json"
-    quality.parent.mkdir(parents=True)
-    findings = [
-        {"check": "frozen_camera", "severity": "error", "episode_index": 2},
-        {"check": "frozen_camera", "severity": "warning", "episode_index": 4},
-        {"check": "nan_inf", "severity": "error", "episode_index": 5},
-    ]
-    quality.write_text(json.dumps({"findings": findings}))
+def test_flagged_by_deletes_what_quality_flagged(make_v21, tmp_path, run_snakemake):
+    """The quality stage's own quality.json, of a v2.1 source converted with skip_episodes:
+    its findings name source episodes, which the edit maps to the v3.0's through plan.json."""
+    source = Path(shutil.copytree(make_v21(**FAULTY), tmp_path / "src"))
+    faults.inject_nan(source, 3)  # an error; the v3.0's episode 2 (episode 1 is skipped)
+    faults.inject_frozen_signal(source, 5)  # a warning; the v3.0's episode 4
+    flagged_by = ["nan_inf", "frozen_signal"]
     config = {
-        "datasets": {"x": {"path": str(source)}},
+        "datasets": {"x": {"path": str(source), "conversion": {"skip_episodes": [1]}}},
         "edits": {
             "x_flagged": {
                 "source": "x",
-                "operation": {"type": "delete_episodes", "flagged_by": ["frozen_camera"]},
+                "operation": {"type": "delete_episodes", "flagged_by": flagged_by},
             },
             "x_warned": {
                 "source": "x",
                 "operation": {
                     "type": "delete_episodes",
-                    "flagged_by": ["frozen_camera"],
+                    "flagged_by": flagged_by,
                     "severity": ["error", "warning"],
                 },
             },
         },
     }
     run_snakemake(tmp_path, config, "--cores", "2", "edit")
-    for name, deleted in (("x_flagged", [2]), ("x_warned", [2, 4])):
-        root = tmp_path / f"results/{name}/v3.0"
-        assert json.loads((root / "meta/info.json").read_text())["total_episodes"] == 8 - len(
-            deleted
-        )
-        lengths = pq.read_table(source / "meta/episodes/chunk-000/file-000.parquet")["length"]
-        kept = [n for i, n in enumerate(lengths.to_pylist()) if i not in deleted]
-        assert _rows(root).num_rows == sum(kept)
+    results = tmp_path / "results"
+    report = json.loads((results / "x/quality/quality.json").read_text())
+    flagged = {
+        (f["check"], f["severity"], f["episode_index"])
+        for f in report["findings"]
+        if f["check"] in flagged_by
+    }
+    assert flagged == {("nan_inf", "error", 3), ("frozen_signal", "warning", 5)}
+    converted = _episodes(results / "x/v3.0")
+    assert len(converted) == 7
+    for name, deleted in (("x_flagged", {2}), ("x_warned", {2, 4})):
+        edited = _episodes(results / f"{name}/v3.0")
+        assert edited == [e for i, e in enumerate(converted) if i not in deleted]
+
+
+def _episodes(root):
+    """Each episode's observation.state rows (bytes, so that NaN compares), in order."""
+    rows = _rows(root)
+    states = rows["observation.state"].to_pylist()
+    episodes = {}
+    for episode, state in zip(rows["episode_index"].to_pylist(), states, strict=True):
+        episodes.setdefault(episode, []).append(np.asarray(state, np.float32).tobytes())
+    return [episodes[e] for e in sorted(episodes)]
+
