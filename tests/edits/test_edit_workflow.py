@@ -160,3 +160,12 @@ def _episodes(root):
         episodes.setdefault(episode, []).append(np.asarray(state, np.float32).tobytes())
     return [episodes[e] for e in sorted(episodes)]
 
+
+def test_only_the_edit_rules_make_an_edit(source, tmp_path, run_snakemake):
+    """The conversion's publish rule is no candidate for an edit's output (its wildcard
+    constraint leaves the edits' names out), so the DAG is built without a failed input
+    function."""
+    result = run_snakemake(tmp_path, _config(source), "-n", "edit")
+    output = result.stdout + result.stderr
+    assert "InputFunctionException" not in output
+    assert "edit_publish" in output and "rule publish" not in output

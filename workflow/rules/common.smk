@@ -75,7 +75,8 @@ EDITS = Edits(
 if EDITS.problems:
     stop(EDITS.problems)
 EDIT_NAMES = "|".join(re.escape(n) for n in EDITS.names()) or "(?!)"
-NOT_EDIT_NAMES = f"(?!(?:{EDIT_NAMES})$)[A-Za-z0-9][A-Za-z0-9_.-]*"
+# (the name is followed by the rest of the path: no `$` in the lookahead, only no more name)
+NOT_EDIT_NAMES = f"(?!(?:{EDIT_NAMES})(?![A-Za-z0-9_.-]))[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 # Every script rule's conda environment (`--sdm conda`), relative to workflow/rules/.
 ROBOPIPE_ENV = "../../envs/robopipe.yaml"
