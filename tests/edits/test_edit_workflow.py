@@ -62,6 +62,10 @@ def test_a_killed_edit_resumes(source, tmp_path, snakemake_cmd, run_snakemake, f
     )  # fmt: skip
     try:
         deadline = time.monotonic() + 120
+        # x_clean's own reports: the edits' plans run in any order, so another edit's report
+        # (the glob was results/*/...) can come before x_clean is planned at all, and the
+        # plan.stat() below then failed with FileNotFoundError; a report of x_clean's
+        # (written under a .partial name, then renamed) means that its plan is complete
         while not list(tmp_path.glob("results/x_clean/edit/reports/data/*/*.json")):
             assert run.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)

@@ -265,8 +265,7 @@ def flagged_episodes(
     if conversion_plan is not None:
         plan = json.loads(Path(conversion_plan).read_text("utf-8"))
         output_of = {
-            int(source): out
-            for out, source in enumerate(plan["episodes"]["source_episode_index"])
+            int(source): out for out, source in enumerate(plan["episodes"]["source_episode_index"])
         }
         flagged = {output_of[i] for i in flagged if i in output_of}
     return sorted(flagged)
