@@ -97,6 +97,9 @@ def test_a_killed_edit_resumes(source, tmp_path, snakemake_cmd, run_snakemake, f
          "remove_feature: no feature 'observation.stat'"),
         ({"x_merged": {"type": "merge", "sources": ["x_split_train", "nowhere"]}},
          "source 'nowhere' is no dataset, no edit and no v3.0 folder"),
+        ({"x_clean": {"type": "modify_tasks", "episode_tasks": {"9": "wave"}}},
+         "edit 'x_clean': dataset '{source}': episode 9: modify_tasks: episode_tasks: no "
+         "episode 9"),
     ],
 )  # fmt: skip
 def test_a_bad_edit_is_refused_before_any_job(source, tmp_path, run_snakemake, operation, message):

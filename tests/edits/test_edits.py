@@ -334,3 +334,68 @@ def test_remove_feature_drops_a_camera_and_a_column(converted, tmp_path):
         make_edit_plan("r", {"type": "remove_feature", "feature_names": ["index"]}, [converted])
     with pytest.raises(DatasetError, match=r"remove_feature: no feature 'actoin'"):
         make_edit_plan("r", {"type": "remove_feature", "feature_names": ["actoin"]}, [converted])
+
+
+def test_modify_tasks_follows_lerobots_precedence(converted, tmp_path):
+    """episode_tasks, then task_replacements of an episode's task, then new_task (lerobot
+    0.6.1 dataset_tools.modify_tasks); the tasks sorted; only task columns change."""
+    before = _tree(converted)
+    source_tasks = _episodes(converted).column("tasks").to_pylist()
+    assert {t[0] for t in source_tasks} == {"pick", "place"}
+    operation = {
+        "type": "modify_tasks",
+        "new_task": "tidy up",
+        "episode_tasks": {"2": "wave", "7": "lift the cube"},
+        "task_replacements": {"pick": "lift the cube"},
+    }
+    out = tmp_path / "retasked"
+    edit_dataset(operation, [converted], out)
+    assert _tree(converted) == before, "the source changed"
+    expected = []
+    for i, (task,) in enumerate(source_tasks):
+        if i in (2, 7):
+            expected.append("wave" if i == 2 else "lift the cube")
+        else:
+            expected.append("lift the cube" if task == "pick" else "tidy up")
+    tasks = sorted(set(expected))
+    assert _task_table(out) == tasks
+    info = json.loads((out / "meta/info.json").read_text())
+    assert info["total_tasks"] == len(tasks) and info["total_episodes"] == EPISODES
+    episodes = _episodes(out)
+    assert episodes.column("tasks").to_pylist() == [[t] for t in expected]
+    assert episodes.drop_columns(["tasks"]).equals(_episodes(converted).drop_columns(["tasks"]))
+    rows, source = _rows(out), _rows(converted)
+    assert rows.drop_columns(["task_index"]).equals(source.drop_columns(["task_index"]))
+    by_episode = [tasks.index(t) for t in expected]
+    assert rows["task_index"].to_pylist() == [
+        by_episode[e] for e in rows["episode_index"].to_pylist()
+    ]
+    assert _episode_packets(out) == _episode_packets(converted)  # videos linked
+    stats = _stats(out)["task_index"]
+    assert stats["min"] == [min(by_episode)] and stats["max"] == [max(by_episode)]
+    assert stats["mean"][0] == pytest.approx(
+        np.mean([by_episode[e] for e in rows["episode_index"].to_pylist()])
+    )
+    others = {k: v for k, v in _stats(out).items() if k != "task_index"}
+    assert others == {k: v for k, v in _stats(converted).items() if k != "task_index"}
+
+
+def _task_table(root) -> list[str]:
+    """meta/tasks.parquet's tasks by task_index."""
+    table = pq.read_table(root / "meta/tasks.parquet")
+    column = "task" if "task" in table.column_names else "__index_level_0__"
+    order = np.argsort(table.column("task_index").to_numpy())
+    return [table.column(column).to_pylist()[i] for i in order]
+
+
+@pytest.mark.parametrize(
+    ("operation", "message"),
+    [
+        ({}, "modify_tasks: give new_task, episode_tasks or task_replacements"),
+        ({"episode_tasks": {"12": "x"}}, "modify_tasks: episode_tasks: no episode 12"),
+        ({"task_replacements": {"pik": "x"}}, "task_replacements: no task 'pik' in the input"),
+    ],
+)
+def test_modify_tasks_refuses_bad_input(converted, operation, message):
+    with pytest.raises(DatasetError, match=message):
+        make_edit_plan("t", {"type": "modify_tasks", **operation}, [converted])

@@ -127,7 +127,11 @@ def _reindexed(table: pa.Table, episode: int, e: dict, task_map: np.ndarray) -> 
     values = {
         "episode_index": np.full(n, episode, np.int64),
         "index": np.arange(first, first + n, dtype=np.int64),
-        "task_index": task_map[table.column("task_index").to_numpy()],
+        "task_index": (
+            np.full(n, e["task_index"][episode], np.int64)  # modify_tasks: the episode's
+            if "task_index" in e
+            else task_map[table.column("task_index").to_numpy()]
+        ),
     }
     for column, array in values.items():
         position = table.schema.get_field_index(column)

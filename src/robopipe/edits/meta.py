@@ -91,6 +91,8 @@ def _episode_tables(plan: EditPlan, landed, aggregator: StatsAggregator) -> Iter
             table = table.take(pa.array(keep, pa.int64()))
             out = np.asarray([by_input[int(ep)] for ep in inputs[keep]], np.int64)
             table = _reindexed(table, out, e, files, landed)
+            if "task_index" in e:
+                table = _retasked(table, e["task_index"][out], plan.tasks)
             for row in _stats_rows(table):
                 aggregator.add(row)
             if schema is None:
@@ -126,6 +128,24 @@ def _reindexed(table: pa.Table, out: np.ndarray, e, files, landed) -> pa.Table:
         values[f"videos/{key}/to_timestamp"] = columns["to"][out]
     for column, array in values.items():
         position = table.schema.get_field_index(column)
+        field = table.schema.field(position)
+        table = table.set_column(position, field, pa.array(array, field.type))
+    return table
+
+
+def _retasked(table: pa.Table, task_index: np.ndarray, tasks: list[str]) -> pa.Table:
+    """``modify_tasks``: each episode's ``tasks`` (its one new task) and its ``task_index``
+    stats (the one value of its frames: min, max, mean and quantiles, std 0, as the
+    conversion computes them). lerobot 0.6.1 leaves the input's task_index stats there."""
+    values = {"tasks": [[tasks[t]] for t in task_index.tolist()]}
+    for column in table.column_names:
+        if column.startswith("stats/task_index/") and not column.endswith("/count"):
+            stat = column.rsplit("/", 1)[1]
+            values[column] = [[0 if stat == "std" else t] for t in task_index.tolist()]
+    for column, array in values.items():
+        position = table.schema.get_field_index(column)
+        if position < 0:
+            continue
         field = table.schema.field(position)
         table = table.set_column(position, field, pa.array(array, field.type))
     return table

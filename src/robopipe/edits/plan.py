@@ -1,5 +1,5 @@
 """The plan of an edit: every output file of a v3.0 dataset made from one or more v3.0
-datasets by ``delete_episodes``, ``split``, ``merge`` or ``remove_feature``
+datasets by ``delete_episodes``, ``split``, ``merge``, ``remove_feature`` or ``modify_tasks``
 (lerobot-edit-dataset's operations),
 from the inputs' ``meta/`` alone.
 
@@ -29,7 +29,7 @@ import numpy as np
 
 from robopipe.atomic import write_json
 from robopipe.errors import DatasetError
-from robopipe.formats.v30_reader import DatasetMeta, read_meta
+from robopipe.formats.v30_reader import DatasetMeta, read_episodes_table, read_meta
 from robopipe.layout import (
     DEFAULT_CHUNK_SIZE,
     DEFAULT_FEATURES,
@@ -38,7 +38,7 @@ from robopipe.layout import (
     video_path,
 )
 
-OPERATIONS = ("delete_episodes", "split", "merge", "remove_feature")
+OPERATIONS = ("delete_episodes", "split", "merge", "remove_feature", "modify_tasks")
 # how far split fractions may add up from 1 (floating-point sums of decimal fractions)
 FRACTIONS_TOLERANCE = 1e-9
 # the video feature facts that must be equal for merged inputs to share a dataset
@@ -80,7 +80,8 @@ class EditPlan:
         task_maps: per input, the output task_index of each input task_index.
         episodes: per output episode (row i = episode i), int64 arrays ``source``,
             ``source_episode``, ``length``, ``dataset_from_index`` (the output's),
-            ``source_from_index`` (the input's).
+            ``source_from_index`` (the input's); for ``modify_tasks`` also ``task_index``,
+            the episode's output task (then ``task_maps`` are not used).
         data_files: the output data files, in order.
         video_files: per camera, its output video files, in order.
         removed: the input features the output leaves out (``remove_feature``).
@@ -133,6 +134,7 @@ class EditPlan:
         rows = np.flatnonzero(e["source"] == position)
         return (
             not self.removed
+            and "task_index" not in e
             and bool(np.array_equal(e["source_episode"][rows], rows))
             and bool(np.array_equal(e["source_from_index"][rows], e["dataset_from_index"][rows]))
             and self.task_maps[position] == list(range(len(self.task_maps[position])))
@@ -297,7 +299,7 @@ def kept_episodes(name: str, total: int, operation: dict, split: str | None = No
         if not kept:
             raise DatasetError(name, f"delete_episodes: every one of the {total} episodes")
         return kept
-    if kind == "remove_feature":
+    if kind in ("remove_feature", "modify_tasks"):
         return list(range(total))
     if kind == "split":
         splits = split_episodes(name, total, operation.get("splits") or {})
@@ -359,7 +361,9 @@ def make_edit_plan(
         operation: ``{"type": "delete_episodes", "episode_indices": [...]}``,
             ``{"type": "split", "splits": {name: fraction | [indices]}}`` (with ``split``,
             the split this output is), ``{"type": "merge"}`` (the inputs are ``sources``), or
-            ``{"type": "remove_feature", "feature_names": [...]}``.
+            ``{"type": "remove_feature", "feature_names": [...]}``, or ``{"type":
+            "modify_tasks", "new_task": ..., "episode_tasks": {i: task},
+            "task_replacements": {old: new}}`` (any of the three; :func:`modified_tasks`).
         sources: the inputs' v3.0 folders (one, or for a merge two or more).
         source_names: their names in messages (default: the folders).
         split: the split of a ``split`` operation that this output is.
@@ -391,6 +395,8 @@ def make_edit_plan(
     )
     tasks, task_maps = _merged_tasks(metas)
     episodes = _output_episodes(metas, picked)
+    if kind == "modify_tasks":
+        tasks, episodes["task_index"] = modified_tasks(names[0], metas[0], operation)
     chunks_size = int(metas[0].info.get("chunks_size") or DEFAULT_CHUNK_SIZE)
     data_files = _files(metas, episodes, ("data/chunk_index", "data/file_index"), chunks_size)
     for f in data_files:
@@ -441,7 +447,74 @@ def removed_features(name: str, info: dict, operation: dict) -> list[str]:
     return names
 
 
-_PLAN_COLUMNS = ("source", "source_episode", "length", "dataset_from_index", "source_from_index")
+_PLAN_COLUMNS = (
+    "source",
+    "source_episode",
+    "length",
+    "dataset_from_index",
+    "source_from_index",
+    "task_index",
+)
+
+
+def check_modify_tasks(name: str, operation: dict, total: int) -> None:
+    """The part of :func:`modified_tasks` that needs no task table: at least one of
+    ``new_task``, ``episode_tasks`` and ``task_replacements``, and episode indices of the
+    input (lerobot 0.6.1 ``dataset_tools.modify_tasks`` refuses the same).
+
+    Raises:
+        DatasetError: naming the missing keys or the unknown episode.
+    """
+    if not any(operation.get(k) for k in ("new_task", "episode_tasks", "task_replacements")):
+        raise DatasetError(name, "modify_tasks: give new_task, episode_tasks or task_replacements")
+    indices = sorted(int(i) for i in (operation.get("episode_tasks") or {}))
+    _check_indices(name, indices, total, "modify_tasks: episode_tasks")
+
+
+def modified_tasks(name: str, meta: DatasetMeta, operation: dict) -> tuple[list[str], np.ndarray]:
+    """``modify_tasks``: the output's tasks and each episode's task_index in them.
+
+    lerobot 0.6.1's rule (``dataset_tools.modify_tasks``): an episode's task is its
+    ``episode_tasks`` entry, else its first task's ``task_replacements`` entry, else
+    ``new_task``, else its first task as it was; the output's tasks are the distinct ones,
+    sorted, numbered from 0. Reads the input's ``meta/episodes`` ``tasks`` column.
+
+    Raises:
+        DatasetError: see :func:`check_modify_tasks`; a replacement of a task the input does
+            not have; an episode left without a task.
+    """
+    check_modify_tasks(name, operation, meta.num_episodes)
+    episode_tasks = {int(k): v for k, v in (operation.get("episode_tasks") or {}).items()}
+    replacements = dict(operation.get("task_replacements") or {})
+    unknown = sorted(set(replacements) - set(meta.tasks))
+    if unknown:
+        raise DatasetError(
+            name, f"modify_tasks: task_replacements: no task {unknown[0]!r} in the input"
+        )
+    new_task = operation.get("new_task")
+    table = read_episodes_table(meta, ["episode_index", "tasks"])
+    originals = dict(
+        zip(table.column("episode_index").to_pylist(), table.column("tasks").to_pylist(),
+            strict=True)
+    )  # fmt: skip
+    chosen = []
+    for episode in range(meta.num_episodes):
+        original = (originals.get(episode) or [None])[0]
+        if episode in episode_tasks:
+            chosen.append(episode_tasks[episode])
+        elif original in replacements:
+            chosen.append(replacements[original])
+        elif new_task:
+            chosen.append(new_task)
+        elif original:
+            chosen.append(original)
+        else:
+            raise DatasetError(
+                name, "modify_tasks: no task; give new_task or episode_tasks", episode=episode
+            )
+    tasks = sorted(set(chosen))
+    position = {t: i for i, t in enumerate(tasks)}
+    return tasks, np.asarray([position[t] for t in chosen], np.int64)
 
 
 def _merged_tasks(metas: list[DatasetMeta]) -> tuple[list[str], list[list[int]]]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from robopipe.edits.plan import (
     check_fractions,
     check_mergeable,
+    check_modify_tasks,
     kept_episodes,
     removed_features,
     split_episodes,
@@ -174,6 +175,8 @@ class Edits:
                 check_mergeable(sources, infos)
             elif kind == "remove_feature":
                 removed_features(sources[0], infos[0], operation)
+            elif kind == "modify_tasks":
+                check_modify_tasks(sources[0], operation, infos[0]["total_episodes"])
             elif kind == "split" or operation.get("episode_indices"):
                 kept_episodes(
                     sources[0], infos[0]["total_episodes"], operation, self.outputs[name].split
