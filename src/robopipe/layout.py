@@ -53,6 +53,17 @@ PUBLISHED_DIR = RESULTS_DIR + "/v3.0"
 ROBO_FILE = RESULTS_DIR + "/robomimic/robo.tar"  # a robomimic file's robo archive
 PUBLISHED_INFO = PUBLISHED_DIR + "/" + "meta/info.json"
 PUSH_FILE = RESULTS_DIR + "/push.json"  # what `snakemake push` did
+# an edit (robopipe.edits; workflow/rules/edits.smk): its plan, each output file staged with
+# its proof, meta/, the validation; published as PUBLISHED_DIR like a conversion
+EDIT_DIR = RESULTS_DIR + "/edit"
+EDIT_PLAN_FILE = EDIT_DIR + "/plan.json"
+EDIT_STAGING_DIR = EDIT_DIR + "/staging"
+EDIT_STAGED_META_DIR = EDIT_STAGING_DIR + "/meta"
+EDIT_STAGED_DATA_FILE = EDIT_STAGING_DIR + "/data/chunk-{chunk}/file-{file}.parquet"
+EDIT_STAGED_VIDEO_FILE = EDIT_STAGING_DIR + "/videos/{video_key}/chunk-{chunk}/file-{file}.mp4"
+EDIT_DATA_REPORT = EDIT_DIR + "/reports/data/chunk-{chunk}/file-{file}.json"
+EDIT_VIDEO_REPORT = EDIT_DIR + "/reports/videos/{video_key}/chunk-{chunk}/file-{file}.json"
+EDIT_VALIDATION_FILE = EDIT_DIR + "/validation.json"
 # training copies (robopipe.copies): the v3.0 copy, its measurements, its per-file jobs' outputs
 COPY_DIR = RESULTS_DIR + "/copies/{encoding}"
 COPY_INFO = COPY_DIR + "/v3.0/meta/info.json"
@@ -75,7 +86,8 @@ ROBOMIMIC_BATCH_DIR = RESULTS_DIR + "/robomimic/batches/{batch}"
 # content quality (robopipe.quality; workflow/rules/quality.smk): one partial result per batch
 # of episodes ({quality_batch}: a v2.1 source's conversion shard, ``shard-000000``, or a v3.0
 # source's data file, ``chunk-000_file-000``), merged into the dataset's quality.json and
-# episodes.parquet (one row per episode, one column per check); the verdict of ``fail_on``
+# episodes.parquet (one row per episode, one column per check); the verdict of ``fail_on``.
+# quality.json's findings are what `delete_episodes: {flagged_by: [...]}` of an edit reads.
 QUALITY_DIR = RESULTS_DIR + "/quality"
 # a v3.0 source's batches: each data file's episodes, from meta/episodes (checkpoint
 # quality_batches; a v2.x source's are its plan's shards)

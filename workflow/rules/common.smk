@@ -3,6 +3,7 @@
 # rule file holds the input functions of its own rules.
 import gc
 import os
+import re
 import sys
 import threading
 
@@ -15,9 +16,11 @@ from robopipe.layout import (
     COPY_FILE,
     LEROBOT_CONVERT_FILE,
     PARSE_TIME_PLAN_FILE,
+    PLAN_FILE,
 )
 from robopipe.workflow import bench as bench_jobs
 from robopipe.workflow import groups, targets
+from robopipe.workflow.edits import Edits
 from robopipe.workflow.sources import Datasets
 
 
@@ -59,6 +62,21 @@ DATASETS = Datasets(
 )
 if DATASETS.problems:
     stop(DATASETS.problems)
+# The edits (robopipe.workflow.edits): each output a dataset of its own, made by the rules of
+# edits.smk only (EDIT_NAMES), every other one by the conversion's (NOT_EDIT_NAMES).
+EDITS = Edits(
+    config,
+    dataset_info=lambda name: DATASETS[name].dataset_info(),
+    dataset_ready=lambda name: DATASETS[name].ready(),
+    dataset_plan=lambda name: (
+        PLAN_FILE.format(dataset=name) if DATASETS[name].converted else None
+    ),
+)
+if EDITS.problems:
+    stop(EDITS.problems)
+EDIT_NAMES = "|".join(re.escape(n) for n in EDITS.names()) or "(?!)"
+# (the name is followed by the rest of the path: no `$` in the lookahead, only no more name)
+NOT_EDIT_NAMES = f"(?!(?:{EDIT_NAMES})(?![A-Za-z0-9_.-]))[A-Za-z0-9][A-Za-z0-9_.-]*"
 
 # Every script rule's conda environment (`--sdm conda`), relative to workflow/rules/.
 ROBOPIPE_ENV = "../../envs/robopipe.yaml"

@@ -1,0 +1,313 @@
+"""The jobs of an edit that write one output file each: a data file (rows reindexed) or a
+video file (stream copy), each then proven against its input file in the same process.
+
+A file that keeps every episode of its input file and whose rows keep their indices is
+hard-linked (:func:`robopipe.atomic.link_or_copy`), no bytes copied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from robopipe.atomic import atomic_path, link_or_copy, write_json
+from robopipe.edits.plan import EditFile, EditPlan
+from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import read_meta
+from robopipe.layout import data_path, video_path
+from robopipe.mp4 import Track, plain_track
+from robopipe.remux import MP4, PacketDigest, run_digests
+
+# rows read from an input data file at a time (whatever its row groups)
+BATCH_ROWS = 65_536
+
+
+def write_data_file(plan: EditPlan, chunk: int, file: int, output: Path, report: Path) -> dict:
+    """Write the output data file ``chunk``/``file`` to ``output``, prove it, and write the
+    proof to ``report``.
+
+    Each kept episode's rows are copied from the input file with ``episode_index``, ``index``
+    and ``task_index`` set to the output's, one parquet row group per episode (as lerobot's
+    recorder and robopipe's conversion write). The input is read ``BATCH_ROWS`` rows at a
+    time, so memory holds one episode and one batch. Then every output row group is read back
+    and compared with the input episode's rows, every column.
+
+    Returns (and writes to ``report``): ``{"file", "source", "episodes", "rows", "linked"}``.
+
+    Raises:
+        DatasetError: an input episode's rows are missing from its file, or the output
+            differs from what was read (naming the episode and file).
+    """
+    f = plan.data_file(chunk, file)
+    source = Path(plan.sources[f.source]) / f.path
+    name = plan.dataset
+    linked = f.whole and plan.identity(f.source)
+    if linked:
+        with atomic_path(output) as tmp:
+            link_or_copy(source, tmp)
+    else:
+        with atomic_path(output) as tmp:
+            writer = None
+            try:
+                for _, table in _episode_tables(plan, f, source):
+                    if writer is None:
+                        writer = pq.ParquetWriter(tmp, table.schema)
+                    writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            finally:
+                if writer is not None:
+                    writer.close()
+        written = pq.ParquetFile(output)
+        if written.num_row_groups != f.stop - f.first:
+            raise DatasetError(name, "row groups differ from the episodes", file=output)
+        for group, (episode, expected) in enumerate(_episode_tables(plan, f, source)):
+            got = written.read_row_group(group, use_threads=False)
+            if not got.equals(expected.cast(got.schema)):
+                raise DatasetError(
+                    name, "rows differ from the input's", episode=episode, file=output
+                )
+    result = {
+        "file": data_path(chunk, file),
+        "source": str(source),
+        "episodes": f.stop - f.first,
+        "rows": int(plan.episodes["length"][f.first : f.stop].sum()),
+        "linked": linked,
+    }
+    write_json(report, result)
+    return result
+
+
+def _episode_tables(plan: EditPlan, f: EditFile, source: Path) -> Iterator[tuple[int, pa.Table]]:
+    """(output episode, its rows as the output holds them) for each episode of ``f``."""
+    e = plan.episodes
+    parquet = pq.ParquetFile(source)
+    index = parquet.read(columns=["index"], use_threads=False).column(0).to_numpy()
+    task_map = np.asarray(plan.task_maps[f.source], np.int64)
+    wanted = []
+    for episode in range(f.first, f.stop):
+        start = int(np.searchsorted(index, e["source_from_index"][episode]))
+        length = int(e["length"][episode])
+        if start + length > len(index) or index[start] != e["source_from_index"][episode]:
+            raise DatasetError(
+                plan.source_names[f.source],
+                f"the rows of episode {int(e['source_episode'][episode])} are not in this file",
+                file=source,
+            )
+        wanted.append((episode, start, start + length))
+    batches = parquet.iter_batches(batch_size=BATCH_ROWS, use_threads=False)
+    held, held_start = [], 0  # batches from row held_start on
+    for episode, start, stop in wanted:
+        pieces, position = [], held_start
+        for batch in held:
+            lo, hi = max(start, position), min(stop, position + batch.num_rows)
+            if hi > lo:
+                pieces.append(batch.slice(lo - position, hi - lo))
+            position += batch.num_rows
+        while position < stop:
+            batch = next(batches)
+            held.append(batch)
+            lo, hi = max(start, position), min(stop, position + batch.num_rows)
+            if hi > lo:
+                pieces.append(batch.slice(lo - position, hi - lo))
+            position += batch.num_rows
+        while held and held_start + held[0].num_rows <= stop:  # no later episode needs it
+            held_start += held.pop(0).num_rows
+        table = pa.Table.from_batches(pieces, schema=parquet.schema_arrow)
+        table = table.drop_columns([c for c in plan.removed if c in table.column_names])
+        yield episode, _reindexed(table, episode, e, task_map)
+
+
+def _reindexed(table: pa.Table, episode: int, e: dict, task_map: np.ndarray) -> pa.Table:
+    n = table.num_rows
+    first = int(e["dataset_from_index"][episode])
+    values = {
+        "episode_index": np.full(n, episode, np.int64),
+        "index": np.arange(first, first + n, dtype=np.int64),
+        "task_index": (
+            np.full(n, e["task_index"][episode], np.int64)  # modify_tasks: the episode's
+            if "task_index" in e
+            else task_map[table.column("task_index").to_numpy()]
+        ),
+    }
+    for column, array in values.items():
+        position = table.schema.get_field_index(column)
+        kind = table.schema.field(position).type
+        table = table.set_column(position, table.schema.field(position), pa.array(array, kind))
+    return table
+
+
+def write_video_file(
+    plan: EditPlan, video_key: str, chunk: int, file: int, output: Path, report: Path
+) -> dict:
+    """Write the output video file of ``video_key`` ``chunk``/``file`` to ``output`` by stream
+    copy, prove it, and write the proof and where each episode landed to ``report``.
+
+    A file that keeps every episode of its input file is that file, linked. Otherwise each
+    kept episode's packets (those whose pts lie in its ``[from_timestamp, to_timestamp)`` of
+    the input file) are copied, shifted to follow the previous episode's end, so episode
+    ``k`` starts at the sum of the kept episodes' durations before it, in ticks. A cut must
+    start at a keyframe: every episode of an mp4 made by robopipe's conversion or by
+    lerobot 0.6.1 does (each episode was encoded on its own and starts with a keyframe). Then
+    the output's packets are digested per episode and compared with the input's: equal bytes,
+    pts, dts and keyframe flags, so every kept frame decodes bit for bit as the input's.
+
+    Returns (and writes to ``report``): ``{"file", "video_key", "source", "linked",
+    "reencoded": 0, "packets", "episodes": [{"episode_index", "from_timestamp",
+    "to_timestamp"}]}`` (seconds in the output file).
+
+    Raises:
+        DatasetError: the input is not a plain mp4 (no packet index), an episode's packets
+            do not match its length, a cut would fall inside a GOP (re-encoding is not done),
+            or the output's packets differ from the input's.
+    """
+    f = plan.video_file(video_key, chunk, file)
+    source = Path(plan.sources[f.source]) / f.path
+    name = plan.source_names[f.source]
+    meta = read_meta(plan.sources[f.source], name=name)
+    rows = plan.episodes["source_episode"][f.first : f.stop]
+    froms = meta.episodes[f"videos/{video_key}/from_timestamp"][rows]
+    tos = meta.episodes[f"videos/{video_key}/to_timestamp"][rows]
+    episodes = [int(i) for i in range(f.first, f.stop)]
+    if f.whole:
+        with atomic_path(output) as tmp:
+            link_or_copy(source, tmp)
+        landed = [
+            {"episode_index": i, "from_timestamp": float(a), "to_timestamp": float(b)}
+            for i, a, b in zip(episodes, froms, tos, strict=True)
+        ]
+        packets = None
+    else:
+        track = plain_track(source)
+        if track is None:
+            raise DatasetError(name, "not a plain mp4 (no packet index to cut it by)", file=source)
+        runs = [
+            _episode_packets(name, source, track, int(row), a, b, int(length))
+            for row, a, b, length in zip(
+                rows, froms, tos, plan.episodes["length"][f.first : f.stop], strict=True
+            )
+        ]
+        landed, expected = _cut(source, track, runs, output, episodes)
+        with av_open(output) as (container, stream):
+            offsets = [round(Fraction(x["from_timestamp"]) * track.timescale) for x in landed]
+            digests = run_digests(
+                output,
+                container,
+                stream,
+                [(r[1] - r[0], o) for r, o in zip(runs, offsets, strict=True)],
+            )
+            digests = list(digests)
+            if digests[-1].packets:
+                raise DatasetError(plan.dataset, "packets after the last episode", file=output)
+            for episode, want, got in zip(episodes, expected, digests, strict=False):
+                if got.as_dict() != want.as_dict():
+                    raise DatasetError(
+                        plan.dataset,
+                        "packets differ from the input's",
+                        episode=episode,
+                        file=output,
+                    )
+        packets = sum(r[1] - r[0] for r in runs)
+    result = {
+        "file": video_path(video_key, chunk, file),
+        "video_key": video_key,
+        "source": str(source),
+        "linked": f.whole,
+        "reencoded": 0,
+        "packets": packets,
+        "episodes": landed,
+    }
+    write_json(report, result, indent=None)
+    return result
+
+
+def _episode_packets(
+    name: str, source: Path, track: Track, episode: int, start_s: float, stop_s: float, length: int
+) -> tuple[int, int, int, int]:
+    """(first, stop, from_ticks, to_ticks): the packets of one input episode, in decode
+    order, and its span in the input file (``from_timestamp``, ``to_timestamp``) in ticks."""
+    lo = round(Fraction(float(start_s)) * track.timescale)
+    hi = round(Fraction(float(stop_s)) * track.timescale)
+    inside = np.flatnonzero((track.pts >= lo) & (track.pts < hi))
+    if len(inside) != length or (len(inside) and inside[-1] - inside[0] + 1 != length):
+        raise DatasetError(
+            name,
+            f"{len(inside)} packets between {start_s} s and {stop_s} s but {length} rows",
+            episode=episode,
+            file=source,
+        )
+    first = int(inside[0])
+    if not track.keyframes[first]:
+        raise DatasetError(
+            name,
+            f"the episode starts inside a GOP (its first packet at {start_s} s is no keyframe): "
+            "cutting it out would need re-encoding, which edits do not do",
+            episode=episode,
+            file=source,
+        )
+    return first, first + length, lo, hi
+
+
+class av_open:  # noqa: N801 (a context manager used like open)
+    """``with av_open(path) as (container, stream)``: an mp4 open in PyAV, its video stream."""
+
+    def __init__(self, path: Path) -> None:
+        import av
+
+        self.container = av.open(str(path), format=MP4)
+
+    def __enter__(self):
+        return self.container, self.container.streams.video[0]
+
+    def __exit__(self, *exc) -> None:
+        self.container.close()
+
+
+def _cut(source: Path, track: Track, runs, output: Path, episodes: list[int]):
+    """Mux the packet runs of ``source`` into ``output``, each run after the previous one's
+    end; return where each landed and the input's digests of each run."""
+    import av
+
+    landed, digests, offset = [], [], 0
+    time_base = Fraction(1, track.timescale)
+    with (
+        av_open(source) as (_, template),
+        atomic_path(output) as tmp,
+        open(source, "rb") as data_file,
+        av.open(str(tmp), "w", format="mp4", options={"movflags": "faststart"}) as out,
+    ):
+        stream = out.add_stream_from_template(template, opaque=True)
+        stream.time_base = template.time_base
+        for episode, (first, stop, from_ticks, to_ticks) in zip(episodes, runs, strict=True):
+            at = int(track.offsets[first:stop].min())
+            data_file.seek(at)
+            data = memoryview(
+                data_file.read(int((track.offsets + track.sizes)[first:stop].max()) - at)
+            )
+            digest = PacketDigest()
+            digest.add_track(data, track, first, stop, at=at, offset=from_ticks)
+            digests.append(digest)
+            shift = offset - from_ticks
+            for p in range(first, stop):
+                pos = int(track.offsets[p]) - at
+                packet = av.Packet(data[pos : pos + int(track.sizes[p])])
+                packet.pts = int(track.pts[p]) + shift
+                packet.dts = int(track.dts[p]) + shift
+                packet.duration = int(track.durations[p])
+                packet.is_keyframe = bool(track.keyframes[p])
+                packet.time_base = template.time_base
+                packet.stream = stream
+                out.mux_one(packet)
+            end = offset + to_ticks - from_ticks  # the input's span, kept
+            landed.append(
+                {
+                    "episode_index": episode,
+                    "from_timestamp": float(offset * time_base),
+                    "to_timestamp": float(end * time_base),
+                }
+            )
+            offset = end
+    return landed, digests

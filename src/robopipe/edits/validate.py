@@ -1,0 +1,53 @@
+"""Validate an edit's staged output as a whole, after every file proved itself against its
+input (:mod:`robopipe.edits.files`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from robopipe.checks.v30 import check_v30
+from robopipe.edits.plan import EditPlan
+from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import read_meta
+
+
+def validate_edit(plan: EditPlan, root: Path, reports: list[dict]) -> dict:
+    """Check the staged dataset at ``root``: a report for every planned file, the episodes
+    and frames the plan says, and robopipe's complete v3.0 check
+    (:func:`robopipe.checks.v30.check_v30`: every cross-reference between meta, data and
+    video files, timestamps within lerobot's 1e-4 s) without a problem.
+
+    Returns:
+        ``{"episodes", "frames", "data_files", "video_files", "linked", "cut",
+        "reencoded", "packets"}``: ``reencoded`` counts video files re-encoded (always 0:
+        edits only stream-copy, and refuse a cut inside a GOP).
+
+    Raises:
+        DatasetError: the first check that fails.
+    """
+    name = plan.dataset
+    checked = {r["file"] for r in reports}
+    for rel in plan.file_paths():
+        if rel not in checked:
+            raise DatasetError(name, "no validation report for this file", file=rel)
+    meta = read_meta(str(root), name=name)
+    if meta.num_episodes != plan.num_episodes or meta.num_frames != plan.total_frames:
+        raise DatasetError(
+            name,
+            f"{meta.num_episodes} episodes and {meta.num_frames} frames in meta/episodes, "
+            f"planned {plan.num_episodes} and {plan.total_frames}",
+        )
+    report = check_v30(root, name)
+    if not report.ok:
+        raise DatasetError(name, "the v3.0 check failed:\n" + report.summary())
+    videos = [r for r in reports if "video_key" in r]
+    return {
+        "episodes": plan.num_episodes,
+        "frames": plan.total_frames,
+        "data_files": len(plan.data_files),
+        "video_files": len(videos),
+        "linked": sum(bool(r["linked"]) for r in reports),
+        "cut": sum(not r["linked"] for r in videos),
+        "reencoded": sum(r.get("reencoded", 0) for r in videos),
+        "packets": sum(r.get("packets") or 0 for r in videos),
+    }
