@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -74,10 +75,47 @@ def open_url(
     connection or the next bytes of a response, unless ``storage_options`` set a timeout
     (``client_kwargs["timeout"]``; s3: ``config_kwargs["read_timeout"]``); hf:// reads follow
     huggingface_hub's ``HF_HUB_DOWNLOAD_TIMEOUT``.
+
+    Each call opens a filesystem of its own (fsspec's ``skip_instance_cache``, unless
+    ``storage_options`` say otherwise): fsspec would hand every caller with the same options
+    one instance, whose pooled connections outlive the server they lead to. A process forked
+    while the filesystem lives (a DataLoader worker) keeps it unclosed (see
+    :func:`_hold_for_children`); the filesystem is for the process that opened it (an async
+    one refuses any other), so a forked process opens its own.
     """
-    options = _with_read_timeout(str(url), storage_options or {}, budget or retry.DEFAULT_BUDGET)
+    options = dict(
+        _with_read_timeout(str(url), storage_options or {}, budget or retry.DEFAULT_BUDGET)
+    )
+    options.setdefault("skip_instance_cache", True)
     fs, root = fsspec.core.url_to_fs(str(url), **options)
+    _opened.add(fs)
     return fs, root.rstrip("/")
+
+
+_opened: weakref.WeakSet = weakref.WeakSet()  # the filesystems open_url made, while they live
+_held_by_child: list = []  # in a forked child: the parent's filesystems, never closed there
+
+
+def _hold_for_children() -> None:
+    """Before a fork: the child will hold every filesystem :func:`open_url` made, for life.
+
+    A forked child that drops one of them (a DataLoader worker replacing its dataset's
+    filesystem by its own) lets fsspec's finaliser close the parent's aiohttp connections
+    there, and closing an asyncio transport removes its socket from the epoll instance the
+    child shares with the parent (one kernel object across the fork). The parent's event
+    loop then never hears from those connections again: the next read on one waits for its
+    read timeout (30 s by default) before it is retried, read after read. Held, the
+    parent's filesystems are never finalised in the child (multiprocessing's forked
+    processes end by ``os._exit``, which runs no finaliser).
+    """
+    _held_by_child[:] = list(_opened)
+
+
+def _release_in_parent() -> None:
+    _held_by_child.clear()
+
+
+os.register_at_fork(before=_hold_for_children, after_in_parent=_release_in_parent)
 
 
 def _with_read_timeout(url: str, options: dict, budget: retry.RetryBudget) -> dict:
