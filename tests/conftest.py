@@ -99,6 +99,15 @@ def no_leftover_processes():
         pytest.fail(f"{len(left)} processes were left running by the tests (killed): {named}")
 
 
+def pytest_collection_modifyitems(config, items):
+    """The tests on the local SLURM cluster share one pytest-xdist worker (``--dist
+    loadgroup``), so that the session's one cluster start serves them all and no other
+    worker starts or stops the cluster under them."""
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """After the summary: the interpreter exits within ``EXIT_WATCHDOG_S`` seconds, or names

@@ -106,9 +106,14 @@ def _hold_for_children() -> None:
     loop then never hears from those connections again: the next read on one waits for its
     read timeout (30 s by default) before it is retried, read after read. Held, the
     parent's filesystems are never finalised in the child (multiprocessing's forked
-    processes end by ``os._exit``, which runs no finaliser).
+    processes end by ``os._exit``, which runs no finaliser). fsspec empties its instance
+    cache in a forked child, so the instances it caches (those opened without
+    ``skip_instance_cache``, by any caller) are held too.
     """
-    _held_by_child[:] = list(_opened)
+    cached = [
+        fs for cls in set(fsspec.registry.values()) for fs in getattr(cls, "_cache", {}).values()
+    ]
+    _held_by_child[:] = [*_opened, *cached]
 
 
 def _release_in_parent() -> None:
