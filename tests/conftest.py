@@ -111,7 +111,11 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     """After the summary: the interpreter exits within ``EXIT_WATCHDOG_S`` seconds, or names
-    what keeps it (every thread's stack) and exits with status 1."""
+    what keeps it (every thread's stack) and exits with status 1. Not in a pytest-xdist
+    worker, which waits idle for the others until the controller ends it (within 10 s of the
+    end, stuck or not)."""
+    if hasattr(config, "workerinput"):
+        return
     faulthandler.dump_traceback_later(EXIT_WATCHDOG_S, exit=True, file=sys.__stderr__)
 
 
