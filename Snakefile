@@ -38,6 +38,8 @@ include: "workflow/rules/conversion.smk"
 include: "workflow/rules/push.smk"
 include: "workflow/rules/copies.smk"
 include: "workflow/rules/bench.smk"
+include: "workflow/rules/quality.smk"
+include: "workflow/rules/quality_peer.smk"
 include: "workflow/rules/report.smk"
 
 
@@ -45,6 +47,7 @@ rule all:
     default_target: True
     input:
         converted_datasets(),
+        quality_outputs(),
         REPORT_ALL_SUMMARY,
 
 

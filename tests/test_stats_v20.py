@@ -53,7 +53,7 @@ def _episode(root: Path, index: int) -> tuple[dict, int, Path, dict[str, Path]]:
 
 def _stats(root: Path, index: int) -> dict:
     info, length, data, videos = _episode(root, index)
-    return v20_episode_stats(root, info, index, length, data, videos)
+    return v20_episode_stats(root, info, index, length, pq.read_table(data), videos)
 
 
 def _all_frames(path: Path) -> np.ndarray:
@@ -116,7 +116,7 @@ def test_refusals(v20, tmp_path):
     info, length, data, videos = _episode(v20, 0)
     with_string = {**info, "features": {**info["features"], "note": {"dtype": "string"}}}
     with pytest.raises(ValueError, match="string feature 'note'"):
-        v20_episode_stats(v20, with_string, 0, length, data, videos)
+        v20_episode_stats(v20, with_string, 0, length, pq.read_table(data), videos)
 
     # timestamps off the frames by half a frame: lerobot's 1e-4 s tolerance fails
     root = tmp_path / "shifted"
@@ -176,7 +176,7 @@ def test_real_camera_stats_equal_lerobots(shared_datasets, tmp_path):
         pq.write_table(table.set_column(column, "timestamp", pa.array(restamped)), tmp_path / rel)
     camera = "observation.images.top"
     video = source / V21_VIDEO_PATH.format(episode_chunk=0, video_key=camera, episode_index=2)
-    data = tmp_path / V21_DATA_PATH.format(episode_chunk=0, episode_index=2)
+    data = pq.read_table(tmp_path / V21_DATA_PATH.format(episode_chunk=0, episode_index=2))
     stats = v20_episode_stats(tmp_path, info, 2, 275, data, {camera: video})
     assert stats[camera] == {
         "min": [[[0.0]], [[0.0]], [[0.0]]],
@@ -185,3 +185,10 @@ def test_real_camera_stats_equal_lerobots(shared_datasets, tmp_path):
         "std": [[[0.2555699646472931]], [[0.20488892495632172]], [[0.21023337543010712]]],
         "count": [100],
     }
+    # cr5's own files with `restamp_timestamps` (issue 39, item 2): the frames are looked up at
+    # the rewritten times, so the stats are those of the restamped copy; without it, no frame
+    # sits at cr5's wall-clock times
+    restamped = v20_episode_stats(source, info, 2, 275, data, {camera: video}, restamped=True)
+    assert restamped == stats
+    with pytest.raises(ValueError, match="within 0.0001 s"):
+        v20_episode_stats(source, info, 2, 275, data, {camera: video})

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Create the peer environment in .venv-lerobot/ (repo root): Python 3.12 with lerobot 0.6.1 and
-# lerobot-lancedb 0.3.1 (LanceDBDataset, lerobot-lance-convert, lerobot-lance-doctor), pinned.
-# robopipe runs its peer loaders, the lance copy and the doctor in it (robopipe.bench.peers:
+# Create the peer environment in .venv-lerobot/ (repo root): Python 3.12 with lerobot 0.6.1,
+# lerobot-lancedb 0.3.1 (LanceDBDataset, lerobot-lance-convert, lerobot-lance-doctor) and
+# lerobot-doctor 0.2.0 (content checks: the quality stage's peer), pinned.
+# robopipe runs its peer loaders, the lance copy and both doctors in it (robopipe.peer_env:
 # the default bench.lerobot_python), as do robopipe-lerobot-compat, benchmarks/convert_speed.py
 # and the opt-in compatibility tests; robopipe itself never imports lerobot.
 # Usage: tools/lerobot_env.sh, or tools/install.sh --peers (re-running is safe: pip skips what
@@ -43,10 +44,13 @@ fi
 # accelerate-dep: lerobot-train needs accelerate (benchmarks/lerobot_train_dropin.py runs it)
 # lerobot-lancedb 0.3.1 needs lancedb >= 0.37.1b0 (blob v2, fetch_blob_ranges): 0.37.1 is on PyPI
 # tenacity: robopipe's loaders retry with it, and lerobot-train imports them here (the drop-in)
+# lerobot-doctor: the quality stage runs `lerobot-doctor check` beside its own checks
+# (robopipe.bench.quality_peer)
 time "$venv/bin/python" -m pip install \
     torch==2.11.0 torchvision==0.26.0 torchcodec==0.11.1 "lerobot[dataset,accelerate-dep]==0.6.1" \
-    lerobot-lancedb==0.3.1 lancedb==0.37.1 "tenacity>=8.2"
+    lerobot-lancedb==0.3.1 lancedb==0.37.1 lerobot-doctor==0.2.0 "tenacity>=8.2"
 "$venv/bin/python" -m pip check
 "$venv/bin/python" -c 'import lerobot, lerobot_lancedb, torch; from importlib.metadata import version
-print("lerobot", lerobot.__version__, "lerobot-lancedb", version("lerobot-lancedb"), "torch", torch.__version__)'
+print("lerobot", lerobot.__version__, "lerobot-lancedb", version("lerobot-lancedb"),
+      "lerobot-doctor", version("lerobot-doctor"), "torch", torch.__version__)'
 echo "ready: $venv/bin/python"

@@ -3,13 +3,14 @@
 Snakemake's ``validate`` checks the config against ``workflow/schemas/config.schema.yaml``,
 but its message for a misspelt key is a JSON-schema dump. :func:`unknown_keys` walks the
 config along the schema first and names every key that no ``properties`` allows where
-``additionalProperties`` is false, with :func:`difflib.get_close_matches`'s suggestion.
+``additionalProperties`` is false, with :func:`difflib.get_close_matches`'s suggestion
+(:func:`key_hint`, which other settings of robopipe's use for their unknown keys too).
 """
 
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 
 def unknown_keys(config: Mapping, schema: Mapping) -> list[str]:
@@ -58,6 +59,15 @@ def _walk(value, node: Mapping, root: Mapping, where: str, messages: list[str]) 
         elif isinstance(extra, Mapping):
             _walk(item, extra, root, f"{where}.{key}" if where else str(key), messages)
         elif extra is False:
-            near = difflib.get_close_matches(str(key), list(properties), n=1)
-            hint = f"did you mean {near[0]!r}?" if near else f"valid: {', '.join(properties)}"
+            hint = key_hint(str(key), properties)
             messages.append(f"config: {where or 'top level'}: unknown key {key!r}; {hint}")
+
+
+def key_hint(key: str, valid: Iterable[str]) -> str:
+    """The hint for an unknown ``key``: ``did you mean 'x'?`` naming the nearest of ``valid``
+    (:func:`difflib.get_close_matches`, its default cutoff 0.6), else ``valid: a, b, ...``
+    in the given order; e.g. ``key_hint("steady_z", ["steady_s", "seed"])`` is
+    ``did you mean 'steady_s'?``."""
+    valid = list(valid)
+    near = difflib.get_close_matches(key, valid, n=1)
+    return f"did you mean {near[0]!r}?" if near else f"valid: {', '.join(valid)}"

@@ -72,6 +72,20 @@ ROBOMIMIC_V21_DIR = RESULTS_DIR + "/robomimic_v21"
 ROBOMIMIC_GENERATED = RESULTS_DIR + "/robomimic/generated.hdf5"
 ROBOMIMIC_PLAN = RESULTS_DIR + "/robomimic/plan.json"
 ROBOMIMIC_BATCH_DIR = RESULTS_DIR + "/robomimic/batches/{batch}"
+# content quality (robopipe.quality; workflow/rules/quality.smk): one partial result per batch
+# of episodes ({quality_batch}: a v2.1 source's conversion shard, ``shard-000000``, or a v3.0
+# source's data file, ``chunk-000_file-000``), merged into the dataset's quality.json and
+# episodes.parquet (one row per episode, one column per check); the verdict of ``fail_on``
+QUALITY_DIR = RESULTS_DIR + "/quality"
+# a v3.0 source's batches: each data file's episodes, from meta/episodes (checkpoint
+# quality_batches; a v2.x source's are its plan's shards)
+QUALITY_BATCHES_FILE = QUALITY_DIR + "/batches.json"
+QUALITY_BATCH_FILE = QUALITY_DIR + "/batches/{quality_batch}.json"
+QUALITY_FILE = QUALITY_DIR + "/quality.json"
+QUALITY_EPISODES_FILE = QUALITY_DIR + "/episodes.parquet"
+QUALITY_VERDICT_FILE = QUALITY_DIR + "/verdict.json"
+# lerobot-doctor's verdicts of the same dataset beside robopipe's (robopipe.bench.quality_peer)
+QUALITY_DOCTOR_FILE = QUALITY_DIR + "/doctor.json"
 LOGS_DIR = "results/logs/{dataset}"
 LOG_FILE = LOGS_DIR + "/{step}.log"
 JOB_STATS_FILE = "results/jobs/{dataset}/{step}.tsv"  # Snakemake's benchmark: TSV of a job
@@ -104,6 +118,15 @@ REPORT_FIGURES = {
     "paper_cache_modes": ("robomimic paper", "cache modes"),
     "paper_batch_size": ("robomimic paper", "batch size"),
     "paper_seq_length": ("robomimic paper", "sequence length"),
+}
+# one dataset's quality figures (robopipe.report.quality): stems under REPORT_QUALITY_DIR,
+# each .svg and .png, with their label in the HTML report (category Quality)
+REPORT_QUALITY_DIR = REPORT_DATASET_DIR + "/quality"
+REPORT_QUALITY_FIGURES = {
+    "quality_checks": "findings per check",
+    "quality_episodes": "episodes x checks",
+    "quality_cameras": "flagged camera stretches",
+    "quality_signals": "flagged signals",
 }
 
 # lerobot 0.6.1 datasets/utils.py:88-90

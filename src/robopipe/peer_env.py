@@ -1,4 +1,4 @@
-"""The peer environment: the Python 3.12 interpreter that has lerobot 0.6.1 and
+"""The peer environment: the Python 3.12 interpreter that has lerobot 0.6.1, lerobot-doctor and
 lerobot-lancedb (``tools/install.sh --peers`` makes ``.venv-lerobot``), and what it has
 installed. The benchmark's peer loaders (:mod:`robopipe.bench.peers`), the Lance copy and the
 outside doctor run there.
@@ -16,7 +16,7 @@ from pathlib import Path
 
 DEFAULT_PEER_PYTHON = ".venv-lerobot/bin/python"  # tools/lerobot_env.sh, relative to the workdir
 # the distributions whose versions name the peers (robopipe.bench.registry.LoaderSpec.peer_package)
-PEER_DISTRIBUTIONS = ("lerobot", "lerobot-lancedb", "lancedb", "torch")
+PEER_DISTRIBUTIONS = ("lerobot", "lerobot-lancedb", "lancedb", "lerobot-doctor", "torch")
 NO_PEERS = (
     "no peer environment: bench.lerobot_python is unset and .venv-lerobot/bin/python does "
     "not exist (bash tools/install.sh --peers makes it; it needs Python 3.12)"

@@ -13,6 +13,16 @@ One episode (v2.1 ``meta/episodes_stats.jsonl``, v3.0 ``stats/*`` episodes colum
 
 Many episodes (v3.0 ``meta/stats.json``): lerobot 0.6.1 ``datasets/compute_stats.py:582``
 ``aggregate_feature_stats`` and ``:622`` ``aggregate_stats`` (:func:`aggregate_stats`).
+
+NaN and inf are kept, as lerobot keeps them: its reductions are numpy's plain ones, not the
+``nan*`` ones (0.3.3 ``compute_stats.py:75``: ``np.min``, ``np.max``, ``np.mean``, ``np.std``;
+0.6.1's episode stats, ``RunningQuantileStats`` at ``compute_stats.py:30``, and its
+aggregation at ``:582``: the same, ``np.minimum``/``np.maximum`` and weighted sums). So a NaN
+in a dimension makes that dimension's min, max, mean and std NaN, and an inf makes its min or
+max ``±inf``, its mean ``±inf`` (NaN where both signs meet) and its std NaN, in an episode's
+stats and in the dataset's alike; JSON holds them as Python's ``json`` writes them (``NaN``,
+``Infinity``, ``-Infinity``), as lerobot's files do. Nothing is skipped or replaced: finding
+such values is the quality stage's job.
 """
 
 from __future__ import annotations
@@ -225,9 +235,10 @@ def v20_episode_stats(
     info: Mapping,
     episode_index: int,
     length: int,
-    data_file: Path,
+    table: pa.Table,
     video_files: Mapping[str, Path],
     *,
+    restamped: bool = False,
     tolerance_s: float = V20_TOLERANCE_S,
 ) -> dict[str, dict[str, list]]:
     """One episode's ``episodes_stats.jsonl`` ``"stats"`` for a LeRobot v2.0 dataset, as lerobot
@@ -275,17 +286,18 @@ def v20_episode_stats(
         info: ``meta/info.json`` as a dict.
         episode_index: the episode (named in errors).
         length: its number of frames (``episodes.jsonl``'s ``length``).
-        data_file: its parquet file.
+        table: its rows, as the conversion's repairs leave them (the shard job's table: the
+            dataset lerobot's script would have been given had it been exported right).
         video_files: camera key -> its mp4, one per ``video`` feature.
+        restamped: the timestamps are rewritten as ``frame_index / fps``
+            (``restamp_timestamps``): the query times are the leading rows' rewritten ones
+            (``float32(frame_index / fps)``), not those their files hold.
 
     Raises:
         ValueError: a string feature (lerobot's script fails on it), a one-frame episode
             with a video (lerobot's ``squeeze(0)`` then fails), a column missing, an image
             that is not 8-bit, or a video frame too far from its query time.
     """
-    import pyarrow.parquet as pq
-
-    table = pq.read_table(data_file)
     query_times = None
     stats = {}
     for key, feature in info["features"].items():
@@ -293,12 +305,13 @@ def v20_episode_stats(
         if dtype == "string":
             raise ValueError(f"episode {episode_index}: string feature {key!r} (lerobot 0.3 fails)")
         if dtype != "video" and key not in table.schema.names:
-            raise ValueError(f"episode {episode_index}: no column {key!r} in {data_file}")
+            raise ValueError(f"episode {episode_index}: no column {key!r} in its data file")
         if dtype == "video":
             if length < 2:
                 raise ValueError(f"episode {episode_index}: one frame, lerobot 0.3 fails on it")
             if query_times is None:
-                query_times = _leading_timestamps(root, length)[sample_indices(length)]
+                fps = info["fps"] if restamped else None
+                query_times = _leading_timestamps(root, length, fps)[sample_indices(length)]
             frames = _frames_at(video_files[key], query_times, tolerance_s, episode_index)
         elif dtype == "image":
             frames = _stored_frames(table.column(key), episode_index)
@@ -426,17 +439,22 @@ def _torch_values(column: pa.ChunkedArray) -> np.ndarray:
     return np.array(column.to_pylist(), dtype=dtype)
 
 
-def _leading_timestamps(root: Path, count: int) -> np.ndarray:
+def _leading_timestamps(root: Path, count: int, fps: float | None = None) -> np.ndarray:
     """The ``timestamp`` values of the dataset's first ``count`` rows, the data files read in
-    sorted path order (``load_dataset``'s order): float32 ``(count,)``."""
+    sorted path order (``load_dataset``'s order): float32 ``(count,)``; with ``fps``, the
+    timestamps as ``restamp_timestamps`` rewrites them, each row's ``frame_index / fps``."""
     import pyarrow.parquet as pq
 
     values, held = [], 0
     for path in sorted((Path(root) / "data").rglob("*.parquet")):
         if held >= count:
             break
-        column = pq.read_table(path, columns=["timestamp"]).column("timestamp")
-        values.append(column.to_numpy().astype(np.float32))
+        if fps is None:
+            column = pq.read_table(path, columns=["timestamp"]).column("timestamp").to_numpy()
+        else:
+            column = pq.read_table(path, columns=["frame_index"]).column("frame_index")
+            column = column.to_numpy() / fps
+        values.append(column.astype(np.float32))
         held += len(values[-1])
     if held < count:
         raise ValueError(f"{root}: {held} rows in data/, fewer than an episode's {count}")

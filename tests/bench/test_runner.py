@@ -5,16 +5,19 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import fields
 from pathlib import Path
 
 import jsonschema
 import pytest
+import yaml
 
 from robopipe.bench.ceiling import measure_ceiling
-from robopipe.bench.runner import Settings, run_multi_node, run_scenario, start_fields
+from robopipe.bench.runner import Settings, main, run_multi_node, run_scenario, start_fields
 from robopipe.conversion.serial import convert_dataset
 from robopipe.ranks import combine_rank_results
 from robopipe.scenario_result import scenario_schema, write_scenario_result
+from robopipe.workflow.bench import NOT_SETTINGS
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMA = scenario_schema()
@@ -95,6 +98,34 @@ def test_cli_fails_clearly_when_workers_cannot_all_get_work(v30, tmp_path):
     assert "tiny/robopipe_stream_local_single_cpu_w7_n1" in done.stderr
     assert "disjoint non-empty" in done.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_an_unknown_setting_is_refused_with_the_nearest_key(tmp_path, capsys):
+    """Issue 39: ``steady_z`` for ``steady_s`` used to be dropped, and the run measured the
+    default window; it is refused as the config schema's check refuses a misspelt key."""
+    with pytest.raises(ValueError, match="unknown setting 'steady_z': did you mean 'steady_s'?"):
+        Settings.from_config({"batch_size": 4, "steady_z": 30})
+    with pytest.raises(ValueError, match="unknown setting 'zzz': valid: batch_size, image_dtype"):
+        Settings.from_config({"zzz": 1})
+    assert Settings.from_config({"steady_s": 30, "lerobot_python": None}).steady_s == 30
+    args = ["--dataset", "tiny", "--root", str(tmp_path), "--scenario",
+            "robopipe_map_local_single_cpu_w0_n1", "--json", str(tmp_path / "r.json"),
+            "--csv", str(tmp_path / "r.csv")]  # fmt: skip
+    for settings, message in [
+        ('{"steady_z": 30}', "unknown setting 'steady_z': did you mean 'steady_s'?"),
+        ("[30]", "a JSON object of Settings fields"),
+        ("{steady_s: 30}", "--settings: Expecting property name"),
+    ]:
+        with pytest.raises(SystemExit) as exited:
+            main([*args, "--settings", settings])
+        assert exited.value.code == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+    # the workflow's bench jobs pass the config's bench: section less NOT_SETTINGS: every key
+    # the schema allows there is a setting or one of those
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    allowed = set(schema["properties"]["bench"]["properties"])
+    assert allowed - set(NOT_SETTINGS) <= {f.name for f in fields(Settings)}
 
 
 def test_lerobot_loader_needs_an_interpreter(v30):

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from PIL import Image, ImageStat
 
+from robopipe.layout import REPORT_QUALITY_FIGURES
 from robopipe.report import FIGURES
 
 pytestmark = pytest.mark.slow
@@ -35,6 +36,8 @@ def test_rules_write_every_declared_figure(workdir):
         assert sorted(p.stem for p in out.glob("*.svg")) == sorted(FIGURES)
         assert sorted(p.stem for p in out.glob("*.png")) == sorted(FIGURES)
         assert all(p.stat().st_size > 0 for p in out.iterdir() if p.is_file())
+        quality = sorted(p.stem for p in (out / "quality").glob("*.svg"))
+        assert quality == sorted(REPORT_QUALITY_FIGURES)
     summary = pd.read_csv(workdir / "results/report/summary.csv")
     bench = Path(__file__).parent / "fixtures/bench"
     assert len(summary) == sum(len(list((bench / d).glob("*_n*.json"))) for d in DATASETS)
@@ -52,7 +55,9 @@ def test_snakemake_report_embeds_every_figure_and_caption(html):
     for stem in FIGURES:
         assert f"results/report/demo/{stem}.svg" in text
     assert "robopipe_stream_local_single_cpu_w2_n2.svg" in text
-    for category in ("Conversion", "Dataloading", "Scaling"):
+    for stem in REPORT_QUALITY_FIGURES:
+        assert f"results/report/demo/quality/{stem}.svg" in text
+    for category in ("Conversion", "Dataloading", "Scaling", "Quality"):
         assert f'"{category}"' in text
     assert "decoded video frames/s per node" in text  # a caption
     assert "Datasets in this run: demo, tiny." in text  # the workflow page

@@ -4,8 +4,10 @@ computed in the shard jobs as lerobot 0.3's v2.0 -> v2.1 step computes them."""
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -54,12 +56,31 @@ def test_a_v20_folder_or_url_is_a_v20_source_that_computes_its_stats(v20):
     ]
 
 
+def _wall_clock(root: Path, dest: Path) -> Path:
+    """A copy of the dataset at ``root`` whose timestamps drift off ``frame_index / fps`` as
+    wall-clock ones do (cr5's): 1% slow, from 0.25 s."""
+    dest = Path(shutil.copytree(root, dest))
+    for path in sorted(dest.glob("data/*/*.parquet")):
+        table = pq.read_table(path)
+        stamps = pa.array(table.column("timestamp").to_numpy() * 1.01 + 0.25, pa.float32())
+        at = table.schema.get_field_index("timestamp")
+        pq.write_table(table.set_column(at, table.schema.field(at), stamps), path)
+    return dest
+
+
 def test_a_v20_dataset_converts_with_lerobot_s_v20_stats(v20, tmp_path, run_snakemake, file_tree):
+    """``far``, a remote copy with wall-clock timestamps and ``restamp_timestamps`` (issue 39,
+    item 2: its shard jobs look the stats' frames up at the rewritten times, not at the files'
+    own, where no frame sits), converts to the same bytes as the exact local dataset."""
     shards = {"episodes_per_shard": 2}
+    wall = _wall_clock(v20, tmp_path / "wall")
     config = {
         "datasets": {
             "ds": {"path": str(v20), "conversion": shards},
-            "far": {"url": f"file://{v20}", "conversion": shards},  # fetched as it is read
+            "far": {  # fetched as it is read
+                "url": f"file://{wall}",
+                "conversion": {**shards, "restamp_timestamps": True},
+            },
         }
     }
     run_snakemake(tmp_path, config, "--cores", "2", "convert")
@@ -77,7 +98,7 @@ def test_a_v20_dataset_converts_with_lerobot_s_v20_stats(v20, tmp_path, run_snak
             source.info,
             i,
             source.episodes[i]["length"],
-            source.data_file(i),
+            pq.read_table(source.data_file(i)),
             {k: source.video_file(i, k) for k in source.video_keys},
         )
         assert {k.split("/")[1] for k in row if k.startswith("stats/")} == set(expected)
@@ -112,6 +133,11 @@ def test_a_remote_shard_job_alone_computes_lerobot_s_stats(v20, tmp_path, monkey
     for i in (2, 3):
         files = {k: local.video_file(i, k) for k in local.video_keys}
         expected = v20_episode_stats(
-            v20, local.info, i, local.episodes[i]["length"], local.data_file(i), files
+            v20,
+            local.info,
+            i,
+            local.episodes[i]["length"],
+            pq.read_table(local.data_file(i)),
+            files,
         )
         assert computed[str(i)] == json.loads(json.dumps(expected))

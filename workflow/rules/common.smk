@@ -15,7 +15,6 @@ from robopipe.layout import (
     COPY_FILE,
     LEROBOT_CONVERT_FILE,
     PARSE_TIME_PLAN_FILE,
-    PUBLISHED_INFO,
 )
 from robopipe.workflow import bench as bench_jobs
 from robopipe.workflow import groups, targets

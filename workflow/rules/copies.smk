@@ -15,7 +15,6 @@ from robopipe.layout import (
     COPY_PART_RESULT,
     JOB_STATS_FILE,
     LOG_FILE,
-    PUBLISHED_INFO,
 )
 from robopipe.peer_env import peer_python
 from robopipe.copies.encodings import FILE_ENCODING_PATTERN, LANCE

@@ -4,9 +4,7 @@
 from robopipe.layout import (
     JOB_STATS_FILE,
     LOG_FILE,
-    PUBLISHED_INFO,
     PUSH_FILE,
-    VALIDATION_FILE,
 )
 
 

@@ -9,8 +9,13 @@
 #
 # From common.smk: dataset_names(), and report_inputs(wildcards) -> {"bench": [scenario JSONs],
 # "ceilings": [ceiling JSON], "conversion": [benchmark TSVs], "lerobot": [existing JSONs]}.
+# From quality.smk: quality_report_inputs(wildcards) -> {"report": quality.json, "episodes":
+# episodes.parquet}, quality_location(wildcards) and quality_storage_options(wildcards): where
+# the dataset's frames and signals are read.
 from robopipe.layout import (
     REPORT_FIGURES,
+    REPORT_QUALITY_DIR,
+    REPORT_QUALITY_FIGURES,
     LOGS_DIR,
     LOG_FILE,
     REPORT_ALL_SUMMARY,
@@ -105,9 +110,43 @@ rule report_dataset:
         "../../scripts/report_dataset.py"
 
 
+# The quality section (category Quality): findings per check, episodes x checks, the flagged
+# camera stretches' frames and the flagged signals, read from the dataset (a bounded number).
+rule report_quality:
+    input:
+        unpack(quality_report_inputs),
+    output:
+        **{
+            stem: report(
+                f"{REPORT_QUALITY_DIR}/{stem}.svg",
+                caption=f"../report/{stem}.rst",
+                category="Quality",
+                subcategory="{dataset}",
+                labels={"figure": label},
+            )
+            for stem, label in REPORT_QUALITY_FIGURES.items()
+        },
+        png=[f"{REPORT_QUALITY_DIR}/{stem}.png" for stem in REPORT_QUALITY_FIGURES],
+    log:
+        LOG_FILE.format(dataset="{dataset}", step="report_quality"),
+    localrule: True
+    conda:
+        ROBOPIPE_ENV
+    params:
+        root=quality_location,
+        storage_options=quality_storage_options,
+    script:
+        "../../scripts/report_quality.py"
+
+
 rule report:
     input:
-        expand(REPORT_SUMMARY, dataset=dataset_names()),
+        summaries=expand(REPORT_SUMMARY, dataset=dataset_names()),
+        quality=expand(
+            f"{REPORT_QUALITY_DIR}/{{stem}}.svg",
+            dataset=dataset_names(),
+            stem=list(REPORT_QUALITY_FIGURES),
+        ),
     output:
         report(
             REPORT_ALL_SUMMARY,

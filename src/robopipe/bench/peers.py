@@ -16,8 +16,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-# peer_python: the rule files import it from here still (they move to robopipe.peer_env)
-from robopipe.peer_env import NO_PEERS, peer_python, peer_version  # noqa: F401
+from robopipe.peer_env import NO_PEERS, peer_version
 
 LEROBOT_DRIVER = Path(__file__).with_name("lerobot_driver.py")
 CHECK_ITEMS = 8  # items of each peer scenario compared with robopipe's

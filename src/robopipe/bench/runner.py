@@ -40,6 +40,7 @@ from robopipe.bench.registry import get_loader
 from robopipe.bench.rss import PeakRss
 from robopipe.bench.scenarios import Scenario, parse_scenario
 from robopipe.bench.servers import serve_nginx, serve_s3
+from robopipe.config_check import key_hint
 from robopipe.copies.encodings import LANCE
 from robopipe.jobs import slurm_job_start_seconds, startup_seconds
 from robopipe.layout import COPY_FILE, DEFAULT_TOLERANCE_S
@@ -153,11 +154,26 @@ class Settings:
 
     @classmethod
     def from_config(cls, bench: dict) -> Settings:
-        """Settings from ``config["bench"]``; keys that are not settings (matrix) are ignored;
-        ``lerobot_python`` left out is :func:`robopipe.peer_env.peer_python`'s default."""
-        names = {f.name for f in fields(cls)}
-        chosen = {k: v for k, v in bench.items() if k in names}
-        return cls(**{**chosen, "lerobot_python": peer_python(bench)})
+        """Settings from a mapping of their fields (``config["bench"]`` less the keys that are
+        not settings, :func:`robopipe.workflow.bench.settings`; the command's
+        ``--settings``); ``lerobot_python`` left out is
+        :func:`robopipe.peer_env.peer_python`'s default.
+
+        Raises:
+            ValueError: a key that is no field, named with the nearest field as the config
+                schema's check names it (:func:`robopipe.config_check.key_hint`): a
+                misspelt ``steady_z`` would otherwise measure with the default
+                ``steady_s``.
+        """
+        names = [f.name for f in fields(cls)]
+        unknown = [key for key in bench if key not in names]
+        if unknown:
+            raise ValueError(
+                "; ".join(
+                    f"unknown setting {key!r}: {key_hint(str(key), names)}" for key in unknown
+                )
+            )
+        return cls(**{**bench, "lerobot_python": peer_python(bench)})
 
 
 @contextlib.contextmanager
@@ -612,8 +628,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a folder all ranks see: each waits there for the others before measuring",
     )
     args = parser.parse_args(argv)
+    try:
+        settings = json.loads(args.settings)
+        if not isinstance(settings, dict):
+            raise ValueError(f"a JSON object of Settings fields, not {args.settings}")
+        settings = Settings.from_config(settings)
+    except ValueError as err:  # json.JSONDecodeError is one
+        parser.error(f"--settings: {err}")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    settings = Settings.from_config(json.loads(args.settings))
     try:
         result = run_scenario(
             args.dataset,

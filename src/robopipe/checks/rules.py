@@ -20,11 +20,14 @@ def undeclared_column_message(column: str, holder: str = "the data files hold") 
 def timestamp_error(timestamps: np.ndarray, frame_index: np.ndarray, fps: int) -> tuple[float, int]:
     """Largest ``|timestamp - frame_index / fps|`` in seconds, and the frame index where it is.
 
-    Both arrays have shape ``(T,)``; timestamps are float seconds (float32 in LeRobot).
+    Both arrays have shape ``(T,)``; timestamps are float seconds (float32 in LeRobot). A NaN
+    timestamp is infinitely far off (``inf``), like an infinite one, so that ``error >
+    tolerance_s`` refuses it (a NaN error would compare as within any tolerance).
     """
     if len(timestamps) == 0:
         return 0.0, 0
     error = np.abs(timestamps.astype(np.float64) - frame_index / fps)
+    error[np.isnan(error)] = np.inf
     at = int(np.argmax(error))
     return float(error[at]), int(frame_index[at])
 

@@ -9,6 +9,7 @@ import numpy as np
 from robopipe.checks.report import Problem
 from robopipe.checks.rules import (
     FRAME_INDEX_MESSAGE,
+    timestamp_error,
     unknown_task_indices,
     unknown_task_message,
 )
@@ -125,13 +126,13 @@ class DataFileCheck:
         if "frame_index" in cols and not np.array_equal(cols["frame_index"][positions], frames):
             problems.append(Problem("frame_index", FRAME_INDEX_MESSAGE, ep, rel))
         elif "timestamp" in cols:
-            error = np.abs(cols["timestamp"][positions] - frames / self.fps)
-            if error.max() > tol:
+            worst, at = timestamp_error(cols["timestamp"][positions], frames, self.fps)
+            if worst > tol:
                 problems.append(
                     Problem(
                         "timestamps",
-                        f"timestamp differs from frame_index / fps by {error.max():.6f} s at "
-                        f"frame {int(error.argmax())} (tolerance_s={tol})",
+                        f"timestamp differs from frame_index / fps by {worst:.6f} s at "
+                        f"frame {at} (tolerance_s={tol})",
                         ep,
                         rel,
                     )

@@ -73,15 +73,8 @@ def build_shard(
             if source.remote:  # the rows whose times the frames are sampled at
                 source.fetch(leading_data_files(source, max(ep.length for ep in episodes)))
             computed = {
-                ep.source_episode_index: v20_episode_stats(
-                    source.root,
-                    source.info,
-                    ep.source_episode_index,
-                    ep.length,
-                    source.data_file(ep.source_episode_index),
-                    {k: source.video_file(ep.source_episode_index, k) for k in source.video_keys},
-                )
-                for ep in episodes
+                ep.source_episode_index: _v20_stats(source, ep, table, repairs, restamp_timestamps)
+                for ep, table in zip(episodes, tables, strict=True)
             }
         else:
             computed = _computed_stats(source, episodes, tables, repairs)
@@ -109,6 +102,28 @@ def build_shard(
             for table in tables:
                 if table.num_rows:
                     writer.write_table(table, row_group_size=table.num_rows)
+
+
+def _v20_stats(
+    source: V21Source, ep: PlannedEpisode, table: pa.Table, repairs: dict, restamped: bool
+) -> dict:
+    """A v2.0 episode's stats (:func:`robopipe.stats.v20_episode_stats`) from its rows as the
+    repairs left them (``table``), of every feature the output declares
+    (:func:`output_features`), the frames looked up at the timestamps as restamped where
+    ``restamped``: as lerobot's v2.0 -> v2.1 step would compute them on the repaired
+    dataset."""
+    src_index = ep.source_episode_index
+    info = {
+        **source.info,
+        "features": output_features(source.info["features"], table.schema, repairs),
+    }
+    videos = {k: source.video_file(src_index, k) for k in source.video_keys}
+    try:
+        return v20_episode_stats(
+            source.root, info, src_index, ep.length, table, videos, restamped=restamped
+        )
+    except ValueError as exc:
+        raise source.error(str(exc), episode=src_index, file=source.data_file(src_index)) from None
 
 
 def _computed_stats(

@@ -4,7 +4,8 @@ Each final file is proven by construction by the job that wrote it, as soon as i
 the file is read back from disk and compared with what was read from the source. Each report
 gives the ``seconds`` the check took, so the cost of verification stays visible.
 
-- :func:`validate_data_file`: every row equals the source's, column by column (``index`` and
+- :func:`validate_data_file`: every row equals the source's bit for bit, column by column
+  (:func:`same_bits`: NaN, inf and -0.0 as the source holds them; ``index`` and
   ``episode_index`` as renumbered, ``timestamp`` as restamped), ``index`` is the global row
   position (lerobot's loader relies on it), ``frame_index`` counts ``0..length-1`` and
   timestamps sit at ``frame_index / fps`` within ``tolerance_s``.
@@ -183,8 +184,43 @@ def _check_episode_rows(
     for name in original.schema.names:
         if name in renumbered:
             continue
-        if not rows.column(name).equals(original.column(name)):
+        if not same_bits(rows.column(name), original.column(name)):
             raise fail(f"column {name} differs from the source")
+
+
+def same_bits(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
+    """Whether two columns hold the same values bit for bit: the same type and nulls, and
+    every float the same bit pattern.
+
+    Arrow's own ``equals`` compares floats by value, so a NaN differs from itself (a column
+    with NaN never equals its copy) and ``-0.0`` equals ``0.0``; here each float (half, single
+    or double precision, also inside lists and structs) is compared as the unsigned integer of
+    its bits (a zero-copy ``view``), so NaN (whatever its payload), inf and signed zeros
+    compare as the bytes the file holds. Values under a null are not compared (Arrow's rule).
+    """
+    if a.type != b.type:
+        return False
+    bits = _bits_type(a.type)
+    if bits == a.type:
+        return a.equals(b)
+    return pa.chunked_array([c.view(bits) for c in a.chunks], bits).equals(
+        pa.chunked_array([c.view(bits) for c in b.chunks], bits)
+    )
+
+
+def _bits_type(type_: pa.DataType) -> pa.DataType:
+    # the type of the same layout with every float an unsigned integer of its width
+    if pa.types.is_floating(type_):
+        return {16: pa.uint16(), 32: pa.uint32(), 64: pa.uint64()}[type_.bit_width]
+    if pa.types.is_fixed_size_list(type_):
+        return pa.list_(type_.value_field.with_type(_bits_type(type_.value_type)), type_.list_size)
+    if pa.types.is_list(type_):
+        return pa.list_(type_.value_field.with_type(_bits_type(type_.value_type)))
+    if pa.types.is_large_list(type_):
+        return pa.large_list(type_.value_field.with_type(_bits_type(type_.value_type)))
+    if pa.types.is_struct(type_):
+        return pa.struct([f.with_type(_bits_type(f.type)) for f in type_.fields])
+    return type_
 
 
 def validate_video_file(

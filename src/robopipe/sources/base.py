@@ -102,7 +102,6 @@ class Source(ABC):
             first use, where it is read at all).
 
     Class attributes a kind sets:
-        kind: what the source is, in words (``local v2.1``, ``remote v3.0``, ...).
         version: the LeRobot codebase version it is read as (``v2.0``, ``v2.1``, ``v3.0``).
         converted: whether it is converted here (else read where it is).
         parse_time_plan: whether its conversion is planned while the DAG is built (a local
@@ -112,7 +111,6 @@ class Source(ABC):
             (robopipe.workflow.groups).
     """
 
-    kind: str
     version: str
     converted: bool
     parse_time_plan = False
@@ -182,6 +180,11 @@ class Source(ABC):
         """params of a check part job over ``[first, stop)``: as :meth:`check_signatures`."""
         return ""
 
+    def quality_location(self) -> str:
+        """Where the quality jobs read its episodes' content (robopipe.quality): its own v2.x
+        or v3.0 files, in its folder on this machine (a remote source: at its URL)."""
+        return self.folder
+
     def storage_options(self) -> dict:
         """The fsspec options of a remote source (its ``storage_options:``)."""
         return dict(self.entry.get("storage_options") or {})
@@ -199,7 +202,7 @@ class Source(ABC):
         return [self.folder]
 
     def remote_listing(self) -> dict:
-        """The ``plan`` job's keywords of a remote source (robopipe.source_cache.plan_remote:
+        """The ``plan`` job's keywords of a remote source (robopipe.conversion.plan.plan_remote:
         ``url``, ``cache``, ``storage_options``); ``{}`` for a local folder."""
         return {}
 

@@ -22,8 +22,6 @@ class Generated(ConvertedSource):
 class Demo(Generated):
     """The generated demo dataset (``demo:``, robopipe.demo.generate_demo)."""
 
-    kind = "demo"
-
     @property
     def folder(self) -> str:
         """``results/<name>/demo``."""
@@ -43,7 +41,6 @@ class Demo(Generated):
 class Robomimic(Generated):
     """A robomimic HDF5 file (``robomimic: path:``, or ``generate:``d), converted to v2.1."""
 
-    kind = "robomimic"
     plan_stage = "robomimic"  # with the robomimic batches
 
     @property

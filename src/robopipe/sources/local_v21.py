@@ -29,7 +29,6 @@ class LocalV21(Local, ConvertedSource):
     """A local v2.1 folder (also the fallback of a folder whose version is unknown: the check
     names that problem)."""
 
-    kind = "local v2.1"
     parse_time_plan = True
     plan_stage = "convert"  # with the conversion: nothing makes the source first
 

@@ -75,6 +75,10 @@ class Remote:
         """Its fsspec URL (:func:`remote_url`)."""
         return remote_url(self.entry)
 
+    def quality_location(self) -> str:
+        """Its URL: the quality jobs read it where it is (range reads), never a copy."""
+        return self.url
+
     @property
     def info(self) -> dict:
         """Its ``meta/info.json``, read once.

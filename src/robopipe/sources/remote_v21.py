@@ -12,8 +12,6 @@ from robopipe.sources.remote import Remote
 class RemoteV21(Remote, ConvertedSource):
     """A v2.1 dataset at a URL or on the Hub."""
 
-    kind = "remote v2.1"
-
     @property
     def folder(self) -> str:
         """Its manifest (the ``plan`` job lists the source there): what its readers open."""

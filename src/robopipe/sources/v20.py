@@ -1,9 +1,10 @@
 """LeRobot v2.0 sources: a v2.1 dataset but for its stats. A v2.0 dataset has no
 ``meta/episodes_stats.jsonl`` (a ``meta/stats.json`` of the whole dataset instead), so each
 episode's stats are computed, in the shard jobs (in parallel, one episode at a time), as lerobot
-0.3's ``convert_dataset_v20_to_v21`` computes them (:func:`robopipe.stats.v20_episode_stats`);
-the meta job writes them as a v2.1 source's. The output equals lerobot's two steps: 0.3's
-v2.0 -> v2.1 script, then 0.6.1's v2.1 -> v3.0 converter.
+0.3's ``convert_dataset_v20_to_v21`` computes them (:func:`robopipe.stats.v20_episode_stats`)
+on the rows as the repairs leave them (``restamp_timestamps`` included: the frames are looked up
+at the rewritten times); the meta job writes them as a v2.1 source's. The output equals
+lerobot's two steps: 0.3's v2.0 -> v2.1 script, then 0.6.1's v2.1 -> v3.0 converter.
 
 Everything else (the check, the plan, the signatures, a remote one's listing and cache) is the
 v2.1 kind's: a local folder is :class:`LocalV20`, a remote one :class:`RemoteV20`.
@@ -55,11 +56,7 @@ class V20:
 class LocalV20(V20, LocalV21):
     """A local v2.0 folder."""
 
-    kind = "local v2.0"
-
 
 class RemoteV20(V20, RemoteV21):
     """A v2.0 dataset at a URL or on the Hub (fetched as a v2.1 one: the shard jobs fetch the
     mp4s too, for the stats)."""
-
-    kind = "remote v2.0"

@@ -19,7 +19,6 @@ SCHEME_SOURCES = {"hf": "hf", "s3": "s3", "http": "http", "https": "http"}
 class LocalV30(Local, V30Source):
     """A local v3.0 folder."""
 
-    kind = "local v3.0"
     plan_stage = "convert"  # nothing makes the source first (no plan job runs)
 
     def check_inputs(self) -> list[str]:
@@ -51,8 +50,6 @@ class LocalV30(Local, V30Source):
 class RemoteV30(Remote, V30Source):
     """A v3.0 dataset at a URL or on the Hub: checked and benchmarked where it is (by range
     reads), copied locally only where a job needs local files."""
-
-    kind = "remote v3.0"
 
     @property
     def folder(self) -> str:

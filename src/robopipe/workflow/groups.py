@@ -28,7 +28,7 @@ ONE_JOB_EPISODES = 1000
 # when the source is made by a rule: Snakemake replaces such a job once the checkpoint has
 # run, and a group holding the replaced job fails the dry run (KeyError in
 # DAG.update_ready, Snakemake 9.x), so each of these runs as a job of its own
-AFTER_CHECKPOINT = ("meta", "validate", "publish", "robomimic_v21")
+AFTER_CHECKPOINT = ("meta", "validate", "publish", "robomimic_v21", "quality_merge")
 # the last two jobs of a large dataset, one SLURM job: publish is a rename, which would cost a
 # job start of its own (10-20 s: docs/cluster.md); they run one after the other on one CPU
 PUBLISH_GROUP = ("validate", "publish")

@@ -24,6 +24,7 @@ from robopipe.conversion.plan import (
 from robopipe.errors import DatasetError
 from robopipe.layout import LOG_FILE, PLAN_FILE
 from robopipe.sources import Source, open_source
+from robopipe.sources.base import digest
 from robopipe.workflow import targets
 
 __all__ = ["REFUSAL_REPORT", "Datasets", "UnplannableSource"]
@@ -195,6 +196,19 @@ class Datasets:
             return ""
         episodes = self.plan(name).shard_episodes(shard)
         return source.data_signatures(e.source_episode_index for e in episodes)
+
+    def shard_file_signatures(self, name: str, shard: str) -> str:
+        """A digest of Source.data_signatures and, per camera, Source.video_signatures of the
+        shard's episodes: every source file they read (params of a job that reads each
+        episode's parquet and mp4s, rule quality_batch); ``""`` as :meth:`shard_signatures`."""
+        source = self[name]
+        if not self._signs(name):
+            return ""
+        plan = self.plan(name)
+        episodes = [e.source_episode_index for e in plan.shard_episodes(shard)]
+        signatures = [source.data_signatures(episodes)]
+        signatures += [source.video_signatures(episodes, key) for key in plan.video_keys]
+        return digest(signatures)
 
     def video_signatures(self, name: str, key: str, chunk: int, file: int) -> str:
         """params of aggregate_video: Source.video_signatures of camera ``key``'s source mp4s
