@@ -106,7 +106,11 @@ def test_budget_values_are_checked():
         "attempts": 2,
         "seconds": 120.0,
         "read_timeout_s": 30.0,
+        "first_byte_timeout_s": 5.0,
+        "hedge": True,
     }
+    with pytest.raises(ValueError, match="first_byte_timeout_s"):
+        RetryBudget(first_byte_timeout_s=0)
 
 
 def test_retry_log_counts_the_retries_of_the_block():
