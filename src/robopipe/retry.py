@@ -257,6 +257,8 @@ def _count(state: tenacity.RetryCallState) -> None:
 HEDGE_QUANTILE = 0.95  # Dean & Barroso 2013: hedge after the p95, about 5% more requests
 HEDGE_MIN_SAMPLES = 20  # latencies of a size class needed before its ranges are hedged
 HEDGE_WINDOW = 200  # latencies kept per size class (the most recent)
+HEDGE_UNKNOWN_S = 1.0  # the hedge delay while no size class has enough latencies: 50 round
+# trips of 20 ms, far above a healthy small read, and 5 times under first_byte_timeout_s
 
 
 class LatencyTracker:
@@ -282,15 +284,17 @@ class LatencyTracker:
             recent = self._latencies.setdefault(key, collections.deque(maxlen=HEDGE_WINDOW))
             recent.append(seconds)
 
-    def hedge_delay(self, nbytes: int) -> float | None:
+    def hedge_delay(self, nbytes: int) -> float:
         """Seconds after which a read of ``nbytes`` bytes gets a second request: the
-        :data:`HEDGE_QUANTILE` of its size class's latencies, or None (no hedge) while that
-        class has fewer than :data:`HEDGE_MIN_SAMPLES`."""
+        :data:`HEDGE_QUANTILE` of the latencies of its size class or, while that class has
+        fewer than :data:`HEDGE_MIN_SAMPLES`, of the nearest class that has them;
+        :data:`HEDGE_UNKNOWN_S` while none has (a process's first reads)."""
+        wanted = self._size_class(nbytes)
         with self._lock:
-            recent = self._latencies.get(self._size_class(nbytes))
-            if recent is None or len(recent) < HEDGE_MIN_SAMPLES:
-                return None
-            ordered = sorted(recent)
+            known = [k for k, v in self._latencies.items() if len(v) >= HEDGE_MIN_SAMPLES]
+            if not known:
+                return HEDGE_UNKNOWN_S
+            ordered = sorted(self._latencies[min(known, key=lambda k: abs(k - wanted))])
         return ordered[min(int(HEDGE_QUANTILE * len(ordered)), len(ordered) - 1)]
 
 
@@ -302,7 +306,7 @@ _hedges = 0
 async def hedged(
     attempt: Callable[[], Awaitable[T]],
     nbytes: int,
-    tracker: LatencyTracker = LATENCIES,
+    tracker: LatencyTracker | None = None,
     enabled: bool = True,
 ) -> T:
     """``await attempt()``, hedged: if it has not returned after ``tracker``'s hedge delay
@@ -313,13 +317,14 @@ async def hedged(
     Args:
         attempt: starts one request (a coroutine function, e.g. ``fs._cat_file`` of a range).
         nbytes: the bytes asked for (the size class whose latencies set the delay).
-        tracker: the latencies.
+        tracker: the latencies (None: :data:`LATENCIES`, this process's).
         enabled: False: no second request (latencies are still recorded).
 
     Raises:
         Exception: the last attempt's error when both failed (the only one's, unhedged).
     """
     global _hedges
+    tracker = tracker if tracker is not None else LATENCIES
 
     async def timed() -> T:
         start = time.monotonic()
@@ -328,9 +333,9 @@ async def hedged(
         return result
 
     first = asyncio.ensure_future(timed())
-    delay = tracker.hedge_delay(nbytes) if enabled else None
-    if delay is None:
+    if not enabled:
         return await first
+    delay = tracker.hedge_delay(nbytes)
     pending = {first}
     try:
         done, _ = await asyncio.wait(pending, timeout=delay)
