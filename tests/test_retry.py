@@ -2,6 +2,8 @@
 and hedged requests after the p95 latency."""
 
 import asyncio
+import multiprocessing
+import threading
 import time
 
 import pytest
@@ -194,3 +196,37 @@ def test_no_hedge_when_fast_or_disabled_and_a_late_one_before_latencies_are_know
     attempt, started = attempts((30.0, b"stalled"), (0.01, b"hedge"))
     assert asyncio.run(hedged(attempt, 20_000, LatencyTracker())) == b"hedge"
     assert started[1] - started[0] == pytest.approx(retry.HEDGE_UNKNOWN_S, abs=0.1)
+
+
+def _latencies_in_child(tracker: LatencyTracker, queue) -> None:
+    tracker.record(20_000, 0.1)
+    queue.put(tracker.hedge_delay(20_000))
+
+
+def test_a_forked_child_uses_the_latencies_while_another_thread_holds_their_lock():
+    """A DataLoader worker forked while fsspec's loop thread records a latency (holding the
+    tracker's lock) does not wait for a lock no thread of it will release."""
+    tracker = calibrated(0.1)
+    held, release = threading.Event(), threading.Event()
+
+    def recording():  # the parent's event loop thread, in the middle of record()
+        with tracker._lock:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=recording)
+    thread.start()
+    held.wait(10)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_latencies_in_child, args=(tracker, queue))
+    try:
+        child.start()
+        assert queue.get(timeout=20) == pytest.approx(0.1 * 39 / 40, abs=0.01)
+    finally:
+        release.set()
+        thread.join(10)
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0

@@ -32,6 +32,7 @@ import os
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TypeVar
@@ -266,12 +267,18 @@ class LatencyTracker:
     delay after which a read of a size is hedged (thread-safe).
 
     A size class spans a factor of 4 in bytes (``n.bit_length() // 2``), so that a 20 KB GOP
-    is not hedged at the pace of a 5 MB episode span.
+    is not hedged at the pace of a 5 MB episode span. A forked child (a DataLoader worker)
+    keeps the latencies with a lock of its own: the parent's could be held at the fork by
+    fsspec's event loop thread, recording, which the child does not have to release it.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._latencies: dict[int, collections.deque[float]] = {}
+        _trackers.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
 
     @staticmethod
     def _size_class(nbytes: int) -> int:
@@ -297,6 +304,11 @@ class LatencyTracker:
             ordered = sorted(self._latencies[min(known, key=lambda k: abs(k - wanted))])
         return ordered[min(int(HEDGE_QUANTILE * len(ordered)), len(ordered) - 1)]
 
+
+_trackers: weakref.WeakSet[LatencyTracker] = weakref.WeakSet()
+os.register_at_fork(
+    after_in_child=lambda: [tracker._after_fork_in_child() for tracker in list(_trackers)]
+)
 
 LATENCIES = LatencyTracker()
 """This process's range-read latencies (:func:`hedged` records and reads them)."""
