@@ -3,13 +3,15 @@ without faults, every item checked against the local item of the same index.
 
     python benchmarks/measure_faults.py [--dataset ../shared/datasets/cr5_20ep_v30_lerobot]
         [--latency-ms 20] [--fault-rate 0.02] [--pairs 3] [--workers 2] [--batch-size 32]
-        [--read-timeout-s 2] [--out results/faults.json]
+        [--read-timeout-s 30] [--out results/faults.json]
 
 nginx serves the dataset's folder; a delaying proxy (robopipe.bench.latency) adds the round
 trip and, in the faulted runs, faults ``--fault-rate`` of the requests, all five kinds mixed.
 For each pair, alternating which goes first, each loader (robopipe_map: MapDataset in order,
 robopipe_stream: StreamingDataset shuffled) reads one epoch fault-free and one faulted, in a
-DataLoader of ``--workers`` workers and batches of ``--batch-size``. Samples/s is the epoch's
+DataLoader of ``--workers`` workers and batches of ``--batch-size``, with robopipe's default
+retry budget (``--read-timeout-s`` changes its read timeout; a stall lasts twice it, so with
+the default 30 s it is abandoned by the first-byte timeout or a hedge). Samples/s is the epoch's
 samples over its wall time (workers' start included). Each item (every tensor's bytes, dtype
 and shape) is hashed and compared with the local MapDataset's item of the same ``index``. It
 prints every run, then per loader the medians and the faulted/fault-free ratio.
@@ -32,7 +34,7 @@ from torch.utils.data import DataLoader
 from robopipe.bench.latency import Faults, delaying_proxy
 from robopipe.bench.servers import serve_nginx
 from robopipe.loading import MapDataset, StreamingDataset, collate
-from robopipe.retry import RetryBudget, retry_log
+from robopipe.retry import DEFAULT_BUDGET, RetryBudget, retry_log
 
 REPO = Path(__file__).resolve().parents[1]
 DATASET = REPO / ".." / "shared" / "datasets" / "cr5_20ep_v30_lerobot"
@@ -80,7 +82,7 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--read-timeout-s", type=float, default=2.0)
+    parser.add_argument("--read-timeout-s", type=float, default=DEFAULT_BUDGET.read_timeout_s)
     parser.add_argument("--loaders", nargs="+", default=["robopipe_map", "robopipe_stream"])
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()

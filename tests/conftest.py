@@ -40,10 +40,19 @@
 ``shared_datasets``
     The folder of real datasets, ``../shared/datasets`` relative to the repository root, as
     a resolved ``Path``; the test is skipped when that folder is absent (a fresh clone).
+
+``no_leftover_processes`` (session, automatic)
+    At the end of the session, every process the tests started and left running is killed
+    and named in an error: a test ends the processes it starts.
+
+After pytest's summary, the interpreter has ``EXIT_WATCHDOG_S`` seconds to exit: a thread
+still waiting then (on a read, a lock, a child) has every thread's stack written to stderr,
+and the process exits with status 1 (``faulthandler.dump_traceback_later``).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import hashlib
 import logging
 import re
@@ -53,6 +62,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -60,6 +70,53 @@ from robopipe.demo import demo_cameras, generate_demo
 from robopipe.formats.v21_repeat import make_repeated
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+EXIT_WATCHDOG_S = 60  # the most seconds the interpreter may take to exit after the summary
+# processes that belong to the interpreter itself and end with it
+INTERPRETER_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def no_leftover_processes():
+    """Kill the processes the session's tests left running, and name them in an error."""
+    yield
+    left = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            command = " ".join(child.cmdline())
+        except psutil.NoSuchProcess:
+            continue
+        if not any(helper in command for helper in INTERPRETER_HELPERS):
+            left.append((child, command))
+    for child, _ in left:
+        child.terminate()
+    _, alive = psutil.wait_procs([child for child, _ in left], timeout=10)
+    for child in alive:
+        child.kill()
+    if left:
+        named = "; ".join(f"{child.pid} {command[:200]}" for child, command in left)
+        pytest.fail(f"{len(left)} processes were left running by the tests (killed): {named}")
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests on the local SLURM cluster share one pytest-xdist worker (``--dist
+    loadgroup``), so that the session's one cluster start serves them all and no other
+    worker starts or stops the cluster under them."""
+    for item in items:
+        if "slurm_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group("slurm"))
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    """After the summary: the interpreter exits within ``EXIT_WATCHDOG_S`` seconds, or names
+    what keeps it (every thread's stack) and exits with status 1. Not in a pytest-xdist
+    worker, which waits idle for the others until the controller ends it (within 10 s of the
+    end, stuck or not)."""
+    if hasattr(config, "workerinput"):
+        return
+    faulthandler.dump_traceback_later(EXIT_WATCHDOG_S, exit=True, file=sys.__stderr__)
 
 
 @pytest.fixture(scope="session")

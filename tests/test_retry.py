@@ -1,11 +1,23 @@
-"""robopipe.retry: which errors are retried, Retry-After, the budget and its one-line message."""
+"""robopipe.retry: which errors are retried, Retry-After, the budget and its one-line message,
+and hedged requests after the p95 latency."""
 
+import asyncio
+import multiprocessing
+import threading
 import time
 
 import pytest
 
 from robopipe import retry
-from robopipe.retry import RemoteReadError, RetryBudget, ShortBody, call, transient
+from robopipe.retry import (
+    LatencyTracker,
+    RemoteReadError,
+    RetryBudget,
+    ShortBody,
+    call,
+    hedged,
+    transient,
+)
 
 
 class HttpError(Exception):
@@ -106,7 +118,11 @@ def test_budget_values_are_checked():
         "attempts": 2,
         "seconds": 120.0,
         "read_timeout_s": 30.0,
+        "first_byte_timeout_s": 5.0,
+        "hedge": True,
     }
+    with pytest.raises(ValueError, match="first_byte_timeout_s"):
+        RetryBudget(first_byte_timeout_s=0)
 
 
 def test_retry_log_counts_the_retries_of_the_block():
@@ -114,3 +130,103 @@ def test_retry_log_counts_the_retries_of_the_block():
         read, _ = failing([ConnectionResetError(), ConnectionResetError()])
         call(read, "u")
         assert log.count() == 2
+
+
+def calibrated(seconds: float, nbytes: int = 20_000, count: int = 40) -> LatencyTracker:
+    tracker = LatencyTracker()
+    for i in range(count):
+        tracker.record(nbytes, seconds * (i + 1) / count)  # p95: about ``seconds``
+    return tracker
+
+
+def test_the_hedge_delay_is_the_p95_of_the_nearest_calibrated_size_class():
+    tracker = LatencyTracker()
+    for _ in range(retry.HEDGE_MIN_SAMPLES - 1):
+        tracker.record(20_000, 0.05)
+    assert tracker.hedge_delay(20_000) == retry.HEDGE_UNKNOWN_S  # too few latencies yet
+    tracker = calibrated(0.1)
+    assert tracker.hedge_delay(20_000) == pytest.approx(0.1 * 39 / 40)
+    assert tracker.hedge_delay(30_000) == tracker.hedge_delay(20_000)  # the same class
+    for _ in range(40):
+        tracker.record(5_000_000, 2.0)
+    assert tracker.hedge_delay(4_000_000) == 2.0  # a 5 MB span is not hedged at a GOP's pace
+    assert tracker.hedge_delay(1 << 40) == 2.0  # no class of its own: the nearest one's
+
+
+def attempts(*plan):
+    """Coroutine attempts that, in turn, sleep ``seconds`` then return or raise ``outcome``."""
+    started = []
+
+    async def attempt():
+        seconds, outcome = plan[len(started)]
+        started.append(time.monotonic())
+        await asyncio.sleep(seconds)
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    return attempt, started
+
+
+def test_a_stalled_attempt_is_hedged_after_the_p95_and_the_fast_answer_wins():
+    attempt, started = attempts((30.0, b"stalled"), (0.01, b"hedge"))
+    start = time.monotonic()
+    assert asyncio.run(hedged(attempt, 20_000, calibrated(0.1))) == b"hedge"
+    assert time.monotonic() - start < 1  # not the 30 s of the stalled one, cancelled
+    assert started[1] - started[0] == pytest.approx(0.1 * 39 / 40, abs=0.05)
+
+
+def test_a_hedged_attempt_that_fails_waits_for_the_other():
+    attempt, _ = attempts((0.3, b"first"), (0.01, ConnectionResetError("reset")))
+    assert asyncio.run(hedged(attempt, 20_000, calibrated(0.1))) == b"first"
+    attempt, _ = attempts((0.2, TimeoutError("one")), (0.01, ConnectionResetError("two")))
+    with pytest.raises(TimeoutError, match="one"):  # both failed: the last error
+        asyncio.run(hedged(attempt, 20_000, calibrated(0.1)))
+
+
+def test_no_hedge_when_fast_or_disabled_and_a_late_one_before_latencies_are_known():
+    before = retry.hedges()
+    attempt, started = attempts((0.01, b"fast"))
+    assert asyncio.run(hedged(attempt, 20_000, calibrated(0.1))) == b"fast"
+    attempt, started = attempts((0.3, b"slow"))
+    assert asyncio.run(hedged(attempt, 20_000, LatencyTracker())) == b"slow"  # < 1 s
+    attempt, started = attempts((0.3, b"slow"))
+    assert asyncio.run(hedged(attempt, 20_000, calibrated(0.1), enabled=False)) == b"slow"
+    assert len(started) == 1 and retry.hedges() == before
+    attempt, started = attempts((30.0, b"stalled"), (0.01, b"hedge"))
+    assert asyncio.run(hedged(attempt, 20_000, LatencyTracker())) == b"hedge"
+    assert started[1] - started[0] == pytest.approx(retry.HEDGE_UNKNOWN_S, abs=0.1)
+
+
+def _latencies_in_child(tracker: LatencyTracker, queue) -> None:
+    tracker.record(20_000, 0.1)
+    queue.put(tracker.hedge_delay(20_000))
+
+
+def test_a_forked_child_uses_the_latencies_while_another_thread_holds_their_lock():
+    """A DataLoader worker forked while fsspec's loop thread records a latency (holding the
+    tracker's lock) does not wait for a lock no thread of it will release."""
+    tracker = calibrated(0.1)
+    held, release = threading.Event(), threading.Event()
+
+    def recording():  # the parent's event loop thread, in the middle of record()
+        with tracker._lock:
+            held.set()
+            release.wait(30)
+
+    thread = threading.Thread(target=recording)
+    thread.start()
+    held.wait(10)
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_latencies_in_child, args=(tracker, queue))
+    try:
+        child.start()
+        assert queue.get(timeout=20) == pytest.approx(0.1 * 39 / 40, abs=0.01)
+    finally:
+        release.set()
+        thread.join(10)
+        child.join(10)
+        if child.is_alive():
+            child.kill()
+    assert child.exitcode == 0

@@ -9,6 +9,15 @@ beyond the seconds left gives up at once), raising :class:`RemoteReadError` whos
 line naming the URL and the last error. Errors that are not transient (a missing file, no
 access) are raised at once, as they are.
 
+A stalled server is abandoned early, as latency-sensitive clients do ("aggressive timeouts and
+retries", AWS's *Timeouts and retries for latency-sensitive applications*; aws-c-s3's
+first-byte timeout): an http(s) attempt waits at most ``first_byte_timeout_s`` for its
+response to begin (a much shorter wait than ``read_timeout_s``, the longest gap between two
+chunks of a body that has begun), and a range read still unanswered after the 95th
+percentile of this process's latencies of ranges of its size is *hedged* (:func:`hedged`): a
+second request goes out and the first answer wins, the other is cancelled ("The Tail at
+Scale", Dean & Barroso, CACM 2013: hedging after the p95 costs about 5% more requests).
+
 Each retry is counted in this process (:func:`retries`) and, when the environment names a file
 in ``ROBOPIPE_RETRY_LOG``, appended to it as one line: a benchmark counts the retries of its
 DataLoader workers, forked or spawned, with :func:`retry_log`.
@@ -16,11 +25,15 @@ DataLoader workers, forked or spawned, with :func:`retry_log`.
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import os
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TypeVar
 
@@ -65,6 +78,13 @@ class RetryBudget:
         read_timeout_s: seconds a client waits for the next bytes of a response (or for a
             connection) before the attempt fails as a timeout, > 0; applied to http(s) and s3
             filesystems by ``robopipe.formats.v30_reader.open_url``.
+        first_byte_timeout_s: seconds an http(s) client waits, once a request is sent, for
+            its response to begin (status line and headers) before the attempt fails as a
+            timeout, > 0 (``robopipe.formats.v30_reader.open_url``; s3 and hf keep their
+            clients' single read timeout). Go's ``http.Transport.ResponseHeaderTimeout``.
+        hedge: whether a range read of an async filesystem (http, s3) still unanswered after
+            the p95 of this process's latencies of such ranges gets a second request, the
+            first answer winning (:func:`hedged`).
 
     Raises:
         ValueError: a value out of range.
@@ -73,14 +93,16 @@ class RetryBudget:
     attempts: int = 8
     seconds: float = 120.0
     read_timeout_s: float = 30.0
+    first_byte_timeout_s: float = 5.0
+    hedge: bool = True
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
             raise ValueError(f"retry attempts must be >= 1, got {self.attempts}")
-        if self.seconds <= 0 or self.read_timeout_s <= 0:
+        if self.seconds <= 0 or self.read_timeout_s <= 0 or self.first_byte_timeout_s <= 0:
             raise ValueError(
-                f"retry seconds and read_timeout_s must be > 0, got {self.seconds}, "
-                f"{self.read_timeout_s}"
+                f"retry seconds, read_timeout_s and first_byte_timeout_s must be > 0, got "
+                f"{self.seconds}, {self.read_timeout_s}, {self.first_byte_timeout_s}"
             )
 
     @classmethod
@@ -89,7 +111,8 @@ class RetryBudget:
         return cls(**(config or {}))
 
     def to_config(self) -> dict:
-        """The config mapping of this budget (``attempts``, ``seconds``, ``read_timeout_s``)."""
+        """The config mapping of this budget (``attempts``, ``seconds``, ``read_timeout_s``,
+        ``first_byte_timeout_s``, ``hedge``)."""
         return asdict(self)
 
 
@@ -230,6 +253,121 @@ def _count(state: tenacity.RetryCallState) -> None:
             os.write(fd, line)  # one write of an O_APPEND file: lines never interleave
         finally:
             os.close(fd)
+
+
+HEDGE_QUANTILE = 0.95  # Dean & Barroso 2013: hedge after the p95, about 5% more requests
+HEDGE_MIN_SAMPLES = 20  # latencies of a size class needed before its ranges are hedged
+HEDGE_WINDOW = 200  # latencies kept per size class (the most recent)
+HEDGE_UNKNOWN_S = 1.0  # the hedge delay while no size class has enough latencies: 50 round
+# trips of 20 ms, far above a healthy small read, and 5 times under first_byte_timeout_s
+
+
+class LatencyTracker:
+    """The recent latencies of this process's successful range reads, by size class, and the
+    delay after which a read of a size is hedged (thread-safe).
+
+    A size class spans a factor of 4 in bytes (``n.bit_length() // 2``), so that a 20 KB GOP
+    is not hedged at the pace of a 5 MB episode span. A forked child (a DataLoader worker)
+    keeps the latencies with a lock of its own: the parent's could be held at the fork by
+    fsspec's event loop thread, recording, which the child does not have to release it.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latencies: dict[int, collections.deque[float]] = {}
+        _trackers.add(self)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _size_class(nbytes: int) -> int:
+        return max(int(nbytes), 0).bit_length() // 2
+
+    def record(self, nbytes: int, seconds: float) -> None:
+        """A read of ``nbytes`` bytes answered in full after ``seconds``."""
+        with self._lock:
+            key = self._size_class(nbytes)
+            recent = self._latencies.setdefault(key, collections.deque(maxlen=HEDGE_WINDOW))
+            recent.append(seconds)
+
+    def hedge_delay(self, nbytes: int) -> float:
+        """Seconds after which a read of ``nbytes`` bytes gets a second request: the
+        :data:`HEDGE_QUANTILE` of the latencies of its size class or, while that class has
+        fewer than :data:`HEDGE_MIN_SAMPLES`, of the nearest class that has them;
+        :data:`HEDGE_UNKNOWN_S` while none has (a process's first reads)."""
+        wanted = self._size_class(nbytes)
+        with self._lock:
+            known = [k for k, v in self._latencies.items() if len(v) >= HEDGE_MIN_SAMPLES]
+            if not known:
+                return HEDGE_UNKNOWN_S
+            ordered = sorted(self._latencies[min(known, key=lambda k: abs(k - wanted))])
+        return ordered[min(int(HEDGE_QUANTILE * len(ordered)), len(ordered) - 1)]
+
+
+_trackers: weakref.WeakSet[LatencyTracker] = weakref.WeakSet()
+os.register_at_fork(
+    after_in_child=lambda: [tracker._after_fork_in_child() for tracker in list(_trackers)]
+)
+
+LATENCIES = LatencyTracker()
+"""This process's range-read latencies (:func:`hedged` records and reads them)."""
+_hedges = 0
+
+
+async def hedged(
+    attempt: Callable[[], Awaitable[T]],
+    nbytes: int,
+    tracker: LatencyTracker | None = None,
+    enabled: bool = True,
+) -> T:
+    """``await attempt()``, hedged: if it has not returned after ``tracker``'s hedge delay
+    for ``nbytes`` bytes, a second ``attempt()`` starts and the first to succeed is returned,
+    the other cancelled (an error of one waits for the other). Successful attempts' latencies
+    go to ``tracker``.
+
+    Args:
+        attempt: starts one request (a coroutine function, e.g. ``fs._cat_file`` of a range).
+        nbytes: the bytes asked for (the size class whose latencies set the delay).
+        tracker: the latencies (None: :data:`LATENCIES`, this process's).
+        enabled: False: no second request (latencies are still recorded).
+
+    Raises:
+        Exception: the last attempt's error when both failed (the only one's, unhedged).
+    """
+    global _hedges
+    tracker = tracker if tracker is not None else LATENCIES
+
+    async def timed() -> T:
+        start = time.monotonic()
+        result = await attempt()
+        tracker.record(nbytes, time.monotonic() - start)
+        return result
+
+    first = asyncio.ensure_future(timed())
+    if not enabled:
+        return await first
+    delay = tracker.hedge_delay(nbytes)
+    pending = {first}
+    try:
+        done, _ = await asyncio.wait(pending, timeout=delay)
+        if not done:
+            _hedges += 1
+            pending.add(asyncio.ensure_future(timed()))
+        while True:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            answered = [task for task in done if task.exception() is None]
+            if answered or not pending:
+                return (answered or list(done))[0].result()
+    finally:
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+
+
+def hedges() -> int:
+    """Second requests :func:`hedged` sent in this process so far."""
+    return _hedges
 
 
 def retries() -> int:

@@ -160,10 +160,7 @@ def check_v30(
             ``retry_budget`` (one line: the URL and the last error).
     """
     if fs is None:
-        fs, base = open_url(str(root), storage_options, retry_budget)
-        # fsspec reuses a filesystem per set of options, with its listings: check the
-        # dataset as it is now, not as an earlier check in this process listed it
-        fs.invalidate_cache()
+        fs, base = open_url(str(root), storage_options, retry_budget)  # no earlier listings
     else:
         base = str(root).rstrip("/")
     local = isinstance(fs, LocalFileSystem)

@@ -33,6 +33,7 @@ from pathlib import Path
 import tenacity
 
 from robopipe.errors import DatasetError
+from robopipe.formats.v30_reader import open_url
 from robopipe.layout import (
     DATA_PATH,
     DATASET_FOLDERS,
@@ -520,13 +521,13 @@ def _refusal(where: str) -> str:
 def _push_to_url(files: dict[str, Path], target: PushTarget, name: str) -> dict:
     """One attempt: copy the files missing on the target (by path and size), ``meta/`` last
     and ``meta/info.json`` last of all, then delete the target's files the dataset lacks."""
-    import fsspec
     from fsspec.implementations.local import LocalFileSystem
 
-    fs, base = fsspec.core.url_to_fs(target.url, **target.storage_options)
+    # a filesystem of its own, with the read timeouts: no pooled connection of an earlier
+    # attempt's, or of another push's to a server that has stopped, no earlier listing
+    fs, base = open_url(target.url, target.storage_options)
     if isinstance(fs, LocalFileSystem):
         fs = LocalFileSystem(auto_mkdir=True)  # make the folder's subfolders
-    base = base.rstrip("/")
     remote = _url_tree(fs, base)
     if INFO_PATH in remote and not _same_meta(fs, base, files, remote):
         if not target.overwrite:

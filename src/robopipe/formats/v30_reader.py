@@ -9,9 +9,12 @@ named by the episode rows, as lerobot 0.6.1 ``DatasetReader.get_item`` does
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import io
 import json
 import os
+import weakref
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -72,12 +75,56 @@ def open_url(
     ``{"client_kwargs": {"endpoint_url": ...}}`` for s3fs). An http(s) or s3 client waits at
     most ``budget.read_timeout_s`` (default :data:`robopipe.retry.DEFAULT_BUDGET`'s) for a
     connection or the next bytes of a response, unless ``storage_options`` set a timeout
-    (``client_kwargs["timeout"]``; s3: ``config_kwargs["read_timeout"]``); hf:// reads follow
-    huggingface_hub's ``HF_HUB_DOWNLOAD_TIMEOUT``.
+    (``client_kwargs["timeout"]``; s3: ``config_kwargs["read_timeout"]``); an http(s) client
+    also waits at most ``budget.first_byte_timeout_s`` for a response to begin, unless
+    ``storage_options`` give their own ``get_client``. hf:// reads follow huggingface_hub's
+    ``HF_HUB_DOWNLOAD_TIMEOUT``.
+
+    Each call opens a filesystem of its own (fsspec's ``skip_instance_cache``, unless
+    ``storage_options`` say otherwise): fsspec would hand every caller with the same options
+    one instance, whose pooled connections outlive the server they lead to. A process forked
+    while the filesystem lives (a DataLoader worker) keeps it unclosed (see
+    :func:`_hold_for_children`); the filesystem is for the process that opened it (an async
+    one refuses any other), so a forked process opens its own.
     """
-    options = _with_read_timeout(str(url), storage_options or {}, budget or retry.DEFAULT_BUDGET)
+    options = dict(
+        _with_read_timeout(str(url), storage_options or {}, budget or retry.DEFAULT_BUDGET)
+    )
+    options.setdefault("skip_instance_cache", True)
     fs, root = fsspec.core.url_to_fs(str(url), **options)
+    _opened.add(fs)
     return fs, root.rstrip("/")
+
+
+_opened: weakref.WeakSet = weakref.WeakSet()  # the filesystems open_url made, while they live
+_held_by_child: list = []  # in a forked child: the parent's filesystems, never closed there
+
+
+def _hold_for_children() -> None:
+    """Before a fork: the child will hold every filesystem :func:`open_url` made, for life.
+
+    A forked child that drops one of them (a DataLoader worker replacing its dataset's
+    filesystem by its own) lets fsspec's finaliser close the parent's aiohttp connections
+    there, and closing an asyncio transport removes its socket from the epoll instance the
+    child shares with the parent (one kernel object across the fork). The parent's event
+    loop then never hears from those connections again: the next read on one waits for its
+    read timeout (30 s by default) before it is retried, read after read. Held, the
+    parent's filesystems are never finalised in the child (multiprocessing's forked
+    processes end by ``os._exit``, which runs no finaliser). fsspec empties its instance
+    cache in a forked child, so the instances it caches (those opened without
+    ``skip_instance_cache``, by any caller) are held too.
+    """
+    cached = [
+        fs for cls in set(fsspec.registry.values()) for fs in getattr(cls, "_cache", {}).values()
+    ]
+    _held_by_child[:] = [*_opened, *cached]
+
+
+def _release_in_parent() -> None:
+    _held_by_child.clear()
+
+
+os.register_at_fork(before=_hold_for_children, after_in_parent=_release_in_parent)
 
 
 def _with_read_timeout(url: str, options: dict, budget: retry.RetryBudget) -> dict:
@@ -88,13 +135,48 @@ def _with_read_timeout(url: str, options: dict, budget: retry.RetryBudget) -> di
 
         client = dict(options.get("client_kwargs") or {})
         client.setdefault("timeout", aiohttp.ClientTimeout(sock_connect=timeout, sock_read=timeout))
-        return {**options, "client_kwargs": client}
+        if "get_client" in options:
+            return {**options, "client_kwargs": client}
+        client["first_byte_timeout_s"] = budget.first_byte_timeout_s
+        return {**options, "client_kwargs": client, "get_client": http_client}
     if protocol in ("s3", "s3a"):
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("read_timeout", timeout)
         config.setdefault("connect_timeout", timeout)
         return {**options, "config_kwargs": config}
     return options
+
+
+async def http_client(first_byte_timeout_s: float, **kwargs):
+    """fsspec ``HTTPFileSystem``'s ``get_client``: an ``aiohttp.ClientSession(**kwargs)``
+    whose every response must begin (status line and headers) within
+    ``first_byte_timeout_s`` seconds of its request, or the request raises ``TimeoutError``
+    (aiohttp's ``ClientTimeout`` has no such bound: its ``sock_read`` is the one wait for the
+    headers and for each chunk of the body).
+    """
+    import aiohttp
+
+    return aiohttp.ClientSession(
+        response_class=_first_byte_response(first_byte_timeout_s), **kwargs
+    )
+
+
+@functools.cache
+def _first_byte_response(timeout_s: float) -> type:
+    """An ``aiohttp.ClientResponse`` whose headers must come within ``timeout_s`` seconds."""
+    import aiohttp
+
+    class FirstByteResponse(aiohttp.ClientResponse):
+        async def start(self, connection):
+            try:
+                async with asyncio.timeout(timeout_s):
+                    return await super().start(connection)
+            except TimeoutError:
+                raise TimeoutError(
+                    f"{self.url}: no response within {timeout_s:g} s (first_byte_timeout_s)"
+                ) from None
+
+    return FirstByteResponse
 
 
 RANGE_THREADS = 16  # ranges of a synchronous filesystem read at once
@@ -108,45 +190,110 @@ def read_ranges(
     budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
 ) -> list[bytes]:
     """Bytes ``[start, end)`` of each path, each range in one request of exactly those bytes,
-    all of them in flight at once; a range that fails transiently or comes back short is
-    requested again (:func:`robopipe.retry.call`, within ``budget``).
-
-    An async filesystem (http, s3) does that in ``cat_ranges``. A synchronous one
-    (huggingface_hub's ``HfFileSystem``) reads the ranges of ``cat_ranges`` one after the other,
-    each through a file with fsspec's ``readahead`` cache, which asks for ``end + block_size``
-    (``HfFileSystem``: 5 MiB) bytes: on hf a 20 KB GOP cost a round trip and 5 MiB. Here each
-    range is read through a file without cache (``cache_type="none"``), up to
-    ``RANGE_THREADS`` at once.
+    all of them in flight at once (:func:`try_ranges`); a range that fails transiently or
+    comes back short is requested again (:func:`read_range`, within ``budget``), the failed
+    ranges at once.
 
     Raises:
         robopipe.retry.RemoteReadError: a range failed on every attempt of ``budget``.
         OSError: a range could not be read (the filesystem's non-transient error).
     """
+    blobs = try_ranges(fs, paths, starts, ends, budget)
+    failed = [i for i, blob in enumerate(blobs) if isinstance(blob, BaseException)]
+    if len(failed) == 1:
+        (i,) = failed
+        blobs[i] = read_range(fs, paths[i], starts[i], ends[i], budget, failed=blobs[i])
+    elif failed:
+        with ThreadPoolExecutor(min(RANGE_THREADS, len(failed))) as pool:
+            again = pool.map(
+                lambda i: read_range(fs, paths[i], starts[i], ends[i], budget, blobs[i]), failed
+            )
+            for i, blob in zip(failed, list(again), strict=True):
+                blobs[i] = blob
+    return blobs
 
-    def one(path: str, start: int, end: int) -> bytes:
-        if isinstance(fs, fsspec.asyn.AsyncFileSystem):
-            return _checked(fs.cat_file(path, start, end), path, start, end)
-        with fs.open(path, "rb", cache_type="none") as f:
-            f.seek(start)
-            return _checked(f.read(end - start), path, start, end)
 
-    def retried(path: str, start: int, end: int, failed: BaseException | None = None) -> bytes:
-        return retry.call(lambda: one(path, start, end), path, budget, failed=failed)
+def try_ranges(
+    fs: fsspec.AbstractFileSystem,
+    paths: list[str],
+    starts: list[int],
+    ends: list[int],
+    budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
+) -> list[bytes | BaseException]:
+    """One attempt at bytes ``[start, end)`` of each path, all in flight at once: each
+    range's bytes, or the error of its attempt (a short body is
+    :class:`robopipe.retry.ShortBody`), not retried.
 
+    An async filesystem (http, s3) sends them all on its event loop, each hedged
+    (:func:`robopipe.retry.hedged`, with ``budget.hedge``): a range still unanswered after the
+    p95 latency of its size gets a second request, so that one stalled connection costs the
+    batch about a p95, not a timeout. A synchronous one (huggingface_hub's ``HfFileSystem``)
+    reads the ranges of ``cat_ranges`` one after the other, each through a file with fsspec's
+    ``readahead`` cache, which asks for ``end + block_size`` (``HfFileSystem``: 5 MiB) bytes:
+    on hf a 20 KB GOP cost a round trip and 5 MiB. Here each range is read through a file
+    without cache (``cache_type="none"``), up to ``RANGE_THREADS`` at once.
+    """
     if isinstance(fs, fsspec.asyn.AsyncFileSystem):
-        blobs = fs.cat_ranges(paths, starts, ends, on_error="return")
-        for i, blob in enumerate(blobs):
-            if isinstance(blob, bytes) and len(blob) == ends[i] - starts[i]:
-                continue
-            failed = blob if isinstance(blob, BaseException) else None
-            if failed is None:
-                failed = retry.ShortBody(paths[i], starts[i], ends[i], len(blob))
-            blobs[i] = retried(paths[i], starts[i], ends[i], failed)
-        return blobs
+        return fsspec.asyn.sync(fs.loop, _hedged_ranges, fs, paths, starts, ends, budget)
+
+    def once(path: str, start: int, end: int) -> bytes | BaseException:
+        try:
+            return _read_once(fs, path, start, end, budget)
+        except Exception as error:
+            return error
+
     if len(paths) == 1:
-        return [retried(paths[0], starts[0], ends[0])]
+        return [once(paths[0], starts[0], ends[0])]
     with ThreadPoolExecutor(min(RANGE_THREADS, len(paths))) as pool:
-        return list(pool.map(retried, paths, starts, ends))
+        return list(pool.map(once, paths, starts, ends))
+
+
+def read_range(
+    fs: fsspec.AbstractFileSystem,
+    path: str,
+    start: int,
+    end: int,
+    budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
+    failed: BaseException | None = None,
+) -> bytes:
+    """Bytes ``[start, end)`` of ``path`` (one range of :func:`try_ranges`), requested again
+    after a transient error or a short body within ``budget``; ``failed``: the error of a
+    first attempt made already (see :func:`robopipe.retry.call`).
+
+    Raises:
+        robopipe.retry.RemoteReadError: every attempt of ``budget`` failed.
+        OSError: the filesystem's non-transient error.
+    """
+    return retry.call(lambda: _read_once(fs, path, start, end, budget), path, budget, failed=failed)
+
+
+def _read_once(fs, path: str, start: int, end: int, budget: retry.RetryBudget) -> bytes:
+    if isinstance(fs, fsspec.asyn.AsyncFileSystem):
+        (blob,) = fsspec.asyn.sync(fs.loop, _hedged_ranges, fs, [path], [start], [end], budget)
+        if isinstance(blob, BaseException):
+            raise blob
+        return blob
+    with fs.open(path, "rb", cache_type="none") as f:
+        f.seek(start)
+        return _checked(f.read(end - start), path, start, end)
+
+
+async def _hedged_ranges(
+    fs: fsspec.asyn.AsyncFileSystem,
+    paths: list[str],
+    starts: list[int],
+    ends: list[int],
+    budget: retry.RetryBudget,
+) -> list[bytes | BaseException]:
+    """Each range's bytes (length checked), or the error of its (hedged) attempt."""
+
+    async def one(path: str, start: int, end: int) -> bytes:
+        async def attempt() -> bytes:
+            return _checked(await fs._cat_file(path, start=start, end=end), path, start, end)
+
+        return await retry.hedged(attempt, end - start, enabled=budget.hedge)
+
+    return await asyncio.gather(*map(one, paths, starts, ends), return_exceptions=True)
 
 
 def _checked(data: bytes, path: str, start: int, end: int) -> bytes:

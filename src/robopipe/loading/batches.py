@@ -137,23 +137,29 @@ class _Ring:
 
 
 def fill_batch(
-    items: Iterable[dict], size: int, cameras: list[str], buffers: BatchBuffers
+    items: Iterable[dict],
+    size: int,
+    cameras: list[str],
+    buffers: BatchBuffers,
+    rows: Iterable[int] | None = None,
 ) -> FrameBatch:
     """A batch of up to ``size`` items, built as they come: each item's frames of
     ``cameras`` ((C, H, W) or (T, C, H, W) tensors) are copied into its row of the batch's
     buffer (:meth:`BatchBuffers.take`) and dropped at once, and the item's entries become
     views of that row; the heap they used is given back at the end
-    (:func:`release_free_heap`). Fewer than ``size`` items give a batch of that many rows;
-    none, an empty batch. ``MapDataset.__getitems__`` and ``StreamingDataset`` (with
-    ``batch_size``) build their batches with it."""
-    out, taken = [], {}
-    for row, item in enumerate(items):
+    (:func:`release_free_heap`). ``rows``: each item's row, in turn (a permutation of
+    ``range(size)``, for items decoded out of order); None: 0, 1, ... Fewer than ``size``
+    items give a batch of that many rows; none, an empty batch. ``MapDataset.__getitems__``
+    and ``StreamingDataset`` (with ``batch_size``) build their batches with it."""
+    placed, taken = {}, {}
+    for row, item in zip(range(size) if rows is None else rows, items, strict=False):
         for cam in cameras:
             if cam not in taken:
                 taken[cam] = buffers.take(cam, size, item[cam])
             buffers.put(taken[cam], row, item[cam])
             item[cam] = None  # the decoded frames go now; the view is set below
-        out.append(item)
+        placed[row] = item
+    out = [placed[row] for row in range(len(placed))]
     frames = {cam: frames_view(buffer[: len(out)]) for cam, buffer in taken.items()}
     for row, item in enumerate(out):
         for cam, batch in frames.items():

@@ -6,13 +6,16 @@ Here each process reads an mp4's index (``moov``, ``robopipe.loading.prefetch.re
 once, so the GOP of every frame (from its keyframe to the next keyframe, plus
 ``REORDER_SAMPLES`` samples where frames are stored out of presentation order) is a known
 byte range. Before a batch is decoded, the GOPs its frames need that no cached range holds are
-fetched in one concurrent call (``robopipe.formats.v30_reader.read_ranges``: every range in
-flight at once, each exactly its bytes, so the batch waits about one round trip, not one per
-frame; GOPs less than ``MERGE_GAP`` apart as one
+fetched in one concurrent call (``robopipe.formats.v30_reader.try_ranges``: every range in
+flight at once, each exactly its bytes, hedged after the p95 latency, so the batch waits about
+one round trip, not one per frame; GOPs less than ``MERGE_GAP`` apart as one
 range) into an LRU cache bounded in bytes; neighbouring frames of a cached GOP cost no
-request. Decoders read the mp4 through ``GopFile`` from that cache (anything else, such as
-ffmpeg's probing reads when a decoder opens, falls back to a counted 1 MiB block). Decoding is
-unchanged, so items are identical to a local read.
+request. A range that failed (a 429 waiting out its ``Retry-After``, a reset) is retried on a
+background thread (:meth:`GopCache.fetch` returns that work as a future), so the frames whose
+GOPs came are decoded meanwhile (``MapDataset.__getitems__``: ready items first): one fault
+delays its own items, not the batch. Decoders read the mp4 through ``GopFile`` from that cache
+(anything else, such as ffmpeg's probing reads when a decoder opens, falls back to a counted
+1 MiB block). Decoding is unchanged, so items are identical to a local read.
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ import os
 import threading
 import time
 from collections import OrderedDict
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 from fsspec.utils import merge_offset_ranges
 
-from robopipe.formats.v30_reader import file_size, read_ranges
+from robopipe.formats.v30_reader import file_size, read_range, try_ranges
 from robopipe.loading.prefetch import REORDER_SAMPLES, Mp4Index, SpanFile, read_mp4_index
 
 # ffmpeg reads through a forward seek of up to its AVIO buffer (torchcodec's: 64 KiB) plus its
@@ -193,6 +197,7 @@ class GopCache:
         self._indexes: dict[str, GopIndex | None] = {}
         self._sizes: dict[str, int] = {}
         self._lock = threading.Lock()
+        self._retrier: ThreadPoolExecutor | None = None  # created on first use, per process
 
     def __getstate__(self):
         return {"meta": self.meta, "max_bytes": self.max_bytes, "counters": self.counters}
@@ -219,17 +224,8 @@ class GopCache:
                 self._indexes[path] = None if index is None else GopIndex(index)
             return self._indexes[path]
 
-    def fetch(self, requests: list[tuple[str, np.ndarray]]) -> None:
-        """Make sure the GOPs of the frames at ``requests`` ((relative video path,
-        timestamps in the file (T,) float64 seconds)) are cached: their ranges, merged where
-        less than ``MERGE_GAP`` apart, that no held range covers are fetched in one
-        ``read_ranges`` call.
-
-        Raises:
-            robopipe.retry.RemoteReadError: a range failed on every attempt of the dataset's
-                ``retry_budget`` (a short body is one failure).
-        """
-        self._check_process()
+    def _gop_ranges(self, requests: list[tuple[str, np.ndarray]]) -> dict[tuple[str, int], int]:
+        """(path, start) -> end of the GOPs of the frames at ``requests`` (unmerged)."""
         half_frame_s = 0.5 / self.meta.fps
         needed: dict[tuple[str, int], int] = {}
         for relative, timestamps in requests:
@@ -239,8 +235,26 @@ class GopCache:
                 continue
             for start, end in gops.ranges(timestamps, half_frame_s):
                 needed[(path, start)] = max(end, needed.get((path, start), end))
+        return needed
+
+    def fetch(self, requests: list[tuple[str, np.ndarray]]) -> Future | None:
+        """Make sure the GOPs of the frames at ``requests`` ((relative video path,
+        timestamps in the file (T,) float64 seconds)) are cached: their ranges, merged where
+        less than ``MERGE_GAP`` apart, that no held range covers are fetched in one
+        ``try_ranges`` call. The ranges whose attempt failed are requested again on a
+        background thread within the dataset's ``retry_budget``; the returned future (None
+        when none failed) is done once they are cached (:meth:`cached` tells which requests
+        are ready meanwhile).
+
+        Raises:
+            robopipe.retry.RemoteReadError: (from the future's ``result()``) a range failed
+                on every attempt of the dataset's ``retry_budget`` (a short body is one
+                failure).
+        """
+        self._check_process()
+        needed = self._gop_ranges(requests)
         if not needed:
-            return
+            return None
         merged = merge_offset_ranges(
             [p for p, _ in needed], [s for _, s in needed], list(needed.values()), MERGE_GAP
         )
@@ -252,16 +266,43 @@ class GopCache:
             keep.add(key or (path, start))
         self.stats["gop_hits"] += len(merged[0]) - len(missing)
         if not missing:
-            return
+            return None
         paths, starts, ends = (list(column) for column in zip(*missing, strict=True))
         start_s = time.perf_counter()
-        blobs = read_ranges(self.meta.fs, paths, starts, ends, self.meta.retry_budget)
+        blobs = try_ranges(self.meta.fs, paths, starts, ends, self.meta.retry_budget)
         waited = time.perf_counter() - start_s
         self.counters.add(fetch_s=waited, wait_s=waited)
-        for path, start, data in zip(paths, starts, blobs, strict=True):
-            self.cache.add(path, start, data, keep=keep)
+        failed = []
+        for path, start, end, blob in zip(paths, starts, ends, blobs, strict=True):
+            if isinstance(blob, BaseException):
+                failed.append((path, start, end, blob))
+            else:
+                self._add(path, start, blob, keep)
+        if not failed:
+            return None
+        if self._retrier is None:
+            self._retrier = ThreadPoolExecutor(1, thread_name_prefix="gop-retry")
+        return self._retrier.submit(self._retry, failed, keep)
+
+    def _retry(self, failed: list[tuple[str, int, int, BaseException]], keep: set) -> None:
+        for path, start, end, error in failed:
+            data = read_range(self.meta.fs, path, start, end, self.meta.retry_budget, error)
+            self._add(path, start, data, keep)
+
+    def _add(self, path: str, start: int, data: bytes, keep: set) -> None:
+        self.cache.add(path, start, data, keep=keep)
+        with self._lock:
             self.stats["gop_fetches"] += 1
             self.stats["gop_bytes"] += len(data)
+
+    def cached(self, requests: list[tuple[str, np.ndarray]]) -> bool:
+        """Whether every GOP of the frames at ``requests`` is held now (e.g. while
+        :meth:`fetch`'s future retries others)."""
+        self._check_process()
+        return all(
+            self.cache.covering(path, start, end) is not None
+            for (path, start), end in self._gop_ranges(requests).items()
+        )
 
     def open(self, relative: str) -> SpanFile:
         """A file object over ``relative`` reading from the cache (a ``DecoderCache`` opener)."""

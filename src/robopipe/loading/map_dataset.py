@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
 
 import numpy as np
 import torch.utils.data
@@ -133,33 +134,60 @@ class MapDataset(torch.utils.data.Dataset):
         rows = {key: column[first : first + hi - lo] for key, column in self.columns.items()}
         return episode, rows, index - lo
 
-    def _fetch_gops(self, located: list[tuple[int, dict, int]]) -> None:
-        """Cache the GOPs of the frames of ``located`` items in one concurrent fetch."""
-        if self.gops is not None:
-            self.gops.fetch(
-                [job for e, r, p in located for job in self.reader.video_requests(e, r, p).values()]
-            )
+    def _fetch_gops(
+        self, located: list[tuple[int, dict, int]]
+    ) -> tuple[list[int], list[int], Future | None]:
+        """Fetch the GOPs of the frames of ``located`` items at once (``GopCache.fetch``):
+        (rows whose GOPs are cached, rows waiting on the ranges retried in the background,
+        that retry's future or None)."""
+        rows = list(range(len(located)))
+        if self.gops is None:
+            return rows, [], None
+        requests = [list(self.reader.video_requests(*one).values()) for one in located]
+        retrying = self.gops.fetch([job for jobs in requests for job in jobs])
+        if retrying is None:
+            return rows, [], None
+        ready = [row for row in rows if self.gops.cached(requests[row])]
+        return ready, sorted(set(rows) - set(ready)), retrying
+
+    def _items(self, located: list[tuple[int, dict, int]]) -> tuple[list[int], Iterator[dict]]:
+        """(rows in decode order, the items decoded in that order): the items whose GOPs
+        came first, decoded while failed ranges are retried, then the others."""
+        ready, waiting, retrying = self._fetch_gops(located)
+
+        def decoded() -> Iterator[dict]:
+            for row in ready:
+                yield self.reader.item(*located[row])
+            if retrying is not None:
+                start = time.perf_counter()
+                retrying.result()
+                self.reader.counters.add(wait_s=time.perf_counter() - start)
+            for row in waiting:
+                yield self.reader.item(*located[row])
+
+        return ready + waiting, decoded()
 
     def __getitem__(self, index: int) -> dict:
         start = time.perf_counter()
         located = self._locate(index)
         self.reader.counters.add(fetch_s=time.perf_counter() - start)
-        self._fetch_gops([located])
-        return self.reader.item(*located)
+        _, items = self._items([located])
+        return next(items)
 
     def __getitems__(self, indices: list[int]) -> list[dict]:
         """The items at ``indices`` (a DataLoader's batch); with ``batch_buffers``, a
         ``FrameBatch`` whose frames are in this process's next batch buffer (each item's
         copied there as soon as it is decoded, and the freed heap given back). From a
-        remote URL, the batch's GOPs are fetched first, all at once."""
+        remote URL, the batch's GOPs are fetched first, all at once, and the items whose GOPs
+        came are decoded while the ranges that failed are retried."""
         start = time.perf_counter()
         located = [self._locate(int(i)) for i in indices]
         self.reader.counters.add(fetch_s=time.perf_counter() - start)
-        self._fetch_gops(located)
-        items = (self.reader.item(*one) for one in located)
+        rows, items = self._items(located)
         if self.buffers is None or not located:
-            return list(items)
-        return fill_batch(items, len(located), self.meta.camera_keys, self.buffers)
+            by_row = dict(zip(rows, items, strict=True))
+            return [by_row[row] for row in range(len(located))]
+        return fill_batch(items, len(located), self.meta.camera_keys, self.buffers, rows=rows)
 
 
 def _read_data(meta, episodes) -> tuple[dict[str, np.ndarray], np.ndarray]:

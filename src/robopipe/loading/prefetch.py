@@ -333,4 +333,11 @@ class Prefetcher:
         self._top_up()
 
     def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        """Cancel the fetches not started; return at once, without waiting for the ones
+        running (each ends within its read's timeouts, then its thread exits).
+
+        A stream given up unfinished is closed by its generator's finaliser, which the cyclic
+        garbage collector may run on any thread, fsspec's event loop thread included: waiting
+        there for fetches that wait for that loop deadlocked every read of the process and
+        kept the interpreter from exiting (issue #39)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
