@@ -69,7 +69,7 @@ def time_dry_run(
 
 # the workflow's target rules: they run no code, so Snakemake runs them where it runs (a dry
 # run prints them as `rule`, like the rest); tests/harness/test_dry_run.py keeps this list true
-TARGET_RULES = frozenset({"all", "convert", "check", "quality", "push", "bench"})
+TARGET_RULES = frozenset({"all", "convert", "check", "quality", "edit", "push", "bench"})
 
 
 def sbatch_calls(dry_run: str, profile: dict) -> int:
