@@ -150,23 +150,37 @@ def rule_table(jobs: dict[str, list[dict]], own: dict[str, dict]) -> list[str]:
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def dataset_parser(doc: str, cores: int) -> argparse.ArgumentParser:
+    """The arguments of every benchmark on this dataset: ``--episodes``, ``--cores``
+    (``snakemake --cores``, default ``cores``), ``--work`` and ``--results``."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=20_000)
-    parser.add_argument("--repeat", type=int, default=2, help="rounds of each, alternating")
-    parser.add_argument("--cores", type=int, default=os.cpu_count(), help="snakemake --cores")
+    parser.add_argument("--cores", type=int, default=cores, help="snakemake --cores")
     parser.add_argument("--work", type=Path, default=Path("/tmp/droid_bench"))
     parser.add_argument("--results", type=Path, default=REPO / "results")
-    parser.add_argument("--no-lerobot", action="store_true", help="robopipe only")
-    parser.add_argument("--no-slurm", action="store_true", help="skip the sbatch count")
-    args = parser.parse_args(argv)
-    if not args.no_lerobot and not LEROBOT_PYTHON.exists():
-        sys.exit(f"{LEROBOT_PYTHON} missing: run tools/lerobot_env.sh first, or --no-lerobot")
+    return parser
+
+
+def prepare_dataset(args: argparse.Namespace, peer_needed: bool) -> tuple[Path, Path, dict, str]:
+    """Exits naming ``tools/lerobot_env.sh`` where the peer is needed and missing; else builds
+    the dataset of ``args.episodes`` under ``args.work`` (once) and returns the work folder, the
+    dataset's root, its ``info.json`` and its name (``droid<episodes>``)."""
+    if peer_needed and not LEROBOT_PYTHON.exists():
+        sys.exit(f"{LEROBOT_PYTHON} missing: run tools/lerobot_env.sh first, or run without it")
     work = args.work.resolve()
     work.mkdir(parents=True, exist_ok=True)
     source = build_dataset(work, args.episodes)
     info = json.loads((source / "meta/info.json").read_text())
-    name = f"droid{args.episodes}"
+    return work, source, info, f"droid{args.episodes}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = dataset_parser(__doc__, cores=os.cpu_count())
+    parser.add_argument("--repeat", type=int, default=2, help="rounds of each, alternating")
+    parser.add_argument("--no-lerobot", action="store_true", help="robopipe only")
+    parser.add_argument("--no-slurm", action="store_true", help="skip the sbatch count")
+    args = parser.parse_args(argv)
+    work, source, info, name = prepare_dataset(args, peer_needed=not args.no_lerobot)
     rounds = []
     for _ in range(args.repeat):
         entry = {"load_1m_before": round(os.getloadavg()[0], 2)}

@@ -26,7 +26,6 @@ Prints a table and writes ``{results}/bench/quality/speed_droid{N}.json``. Needs
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -36,7 +35,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from droid_bench import REPO, build_dataset, job_figures  # the same dataset, the same TSVs
+from droid_bench import (  # the same dataset, the same TSVs
+    REPO,
+    dataset_parser,
+    job_figures,
+    prepare_dataset,
+)
 
 from robopipe.atomic import write_json
 from robopipe.bench.quality_peer import run_lerobot_doctor
@@ -164,24 +168,14 @@ def decode_cost(source: Path, episodes: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--episodes", type=int, default=20_000)
-    parser.add_argument("--cores", type=int, default=2, help="parallel jobs")
+    parser = dataset_parser(__doc__, cores=2)
     parser.add_argument("--via", choices=["snakemake", "library"], default="snakemake")
     parser.add_argument("--batch-episodes", type=int, default=1000, help="--via library")
     parser.add_argument("--doctor-timeout-s", type=float, default=1800.0)
     parser.add_argument("--decode-episodes", type=int, default=40)
-    parser.add_argument("--work", type=Path, default=Path("/tmp/droid_bench"))
-    parser.add_argument("--results", type=Path, default=REPO / "results")
     parser.add_argument("--no-doctor", action="store_true", help="robopipe only")
     args = parser.parse_args(argv)
-    if not args.no_doctor and not LEROBOT_PYTHON.exists():
-        sys.exit(f"{LEROBOT_PYTHON} missing: run tools/lerobot_env.sh first, or --no-doctor")
-    work = args.work.resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    source = build_dataset(work, args.episodes)
-    info = json.loads((source / "meta/info.json").read_text())
-    name = f"droid{args.episodes}"
+    work, source, info, name = prepare_dataset(args, peer_needed=not args.no_doctor)
     result = {
         "dataset": name,
         "episodes": info["total_episodes"],
