@@ -124,16 +124,21 @@ def test_source_has_several_files(converted):
     assert len({meta.data_file(i) for i in DELETED}) == len(DELETED)
 
 
-def test_merge_of_the_splits_equals_the_source(converted, edits):
-    merged = edits["merged"]
-    assert _rows(merged).equals(_rows(converted))
-    assert _episodes(merged).equals(_episodes(converted))
-    assert pq.read_table(merged / "meta/tasks.parquet").equals(
-        pq.read_table(converted / "meta/tasks.parquet")
+def _assert_same_dataset(got: Path, expected: Path) -> None:
+    """Data rows (every column), meta/episodes, tasks, info.json's totals and every episode's
+    packets equal; stats within 1e-5 relative."""
+    assert _rows(got).equals(_rows(expected))
+    assert _episodes(got).equals(_episodes(expected))
+    assert pq.read_table(got / "meta/tasks.parquet").equals(
+        pq.read_table(expected / "meta/tasks.parquet")
     )
-    assert _info_totals(merged) == _info_totals(converted)
-    _assert_stats_close(_stats(merged), _stats(converted))
-    assert _episode_packets(merged) == _episode_packets(converted)
+    assert _info_totals(got) == _info_totals(expected)
+    _assert_stats_close(_stats(got), _stats(expected))
+    assert _episode_packets(got) == _episode_packets(expected)
+
+
+def test_merge_of_the_splits_equals_the_source(converted, edits):
+    _assert_same_dataset(edits["merged"], converted)
 
 
 def test_split_takes_lerobots_fractions(converted, edits):
@@ -147,15 +152,7 @@ def test_split_takes_lerobots_fractions(converted, edits):
 def test_delete_equals_the_conversion_with_skip_episodes(v21, edits, tmp_path):
     skipped = tmp_path / "skipped"
     convert_dataset(v21, skipped, name="x", skip_episodes=DELETED, **LAYOUT)
-    deleted = edits["deleted"]
-    assert _rows(deleted).equals(_rows(skipped))
-    assert _episodes(deleted).equals(_episodes(skipped))
-    assert pq.read_table(deleted / "meta/tasks.parquet").equals(
-        pq.read_table(skipped / "meta/tasks.parquet")
-    )
-    assert _info_totals(deleted) == _info_totals(skipped)
-    _assert_stats_close(_stats(deleted), _stats(skipped))
-    assert _episode_packets(deleted) == _episode_packets(skipped)
+    _assert_same_dataset(edits["deleted"], skipped)
 
 
 def test_delete_keeps_every_other_episodes_frames(converted, edits):
