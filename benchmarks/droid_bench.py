@@ -174,6 +174,18 @@ def prepare_dataset(args: argparse.Namespace, peer_needed: bool) -> tuple[Path, 
     return work, source, info, f"droid{args.episodes}"
 
 
+def dataset_figures(name: str, info: dict, cores: int) -> dict:
+    """The head of a result JSON: the dataset's name, episodes, frames and videos (from its
+    ``info.json``) and the ``--cores`` it ran with."""
+    return {
+        "dataset": name,
+        "episodes": info["total_episodes"],
+        "frames": info["total_frames"],
+        "videos": info["total_videos"],
+        "cores": cores,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = dataset_parser(__doc__, cores=os.cpu_count())
     parser.add_argument("--repeat", type=int, default=2, help="rounds of each, alternating")
@@ -189,14 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         entry["robopipe"] = run_snakemake(source, work, name, args.cores)
         entry["load_1m_after"] = round(os.getloadavg()[0], 2)
         rounds.append(entry)
-    result = {
-        "dataset": name,
-        "episodes": info["total_episodes"],
-        "frames": info["total_frames"],
-        "videos": info["total_videos"],
-        "cores": args.cores,
-        "rounds": rounds,
-    }
+    result = {**dataset_figures(name, info, args.cores), "rounds": rounds}
     if not args.no_slurm:
         dry = work / "slurm_dry_run"
         subprocess.run(["rm", "-rf", str(dry)], check=True)

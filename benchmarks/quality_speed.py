@@ -37,6 +37,7 @@ from pathlib import Path
 
 from droid_bench import (  # the same dataset, the same TSVs
     REPO,
+    dataset_figures,
     dataset_parser,
     job_figures,
     prepare_dataset,
@@ -177,11 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     work, source, info, name = prepare_dataset(args, peer_needed=not args.no_doctor)
     result = {
-        "dataset": name,
-        "episodes": info["total_episodes"],
-        "frames": info["total_frames"],
-        "videos": info["total_videos"],
-        "cores": args.cores,
+        **dataset_figures(name, info, args.cores),
         "cpus": os.cpu_count(),
         "via": args.via,
         "load_1m_before": round(os.getloadavg()[0], 2),
