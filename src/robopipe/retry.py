@@ -333,7 +333,7 @@ async def hedged(
         enabled: False: no second request (latencies are still recorded).
 
     Raises:
-        Exception: the last attempt's error when both failed (the only one's, unhedged).
+        Exception: the first attempt's error when both failed (the only one's, unhedged).
     """
     global _hedges
     tracker = tracker if tracker is not None else LATENCIES
@@ -357,8 +357,10 @@ async def hedged(
         while True:
             done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
             answered = [task for task in done if task.exception() is None]
-            if answered or not pending:
-                return (answered or list(done))[0].result()
+            if answered:
+                return answered[0].result()
+            if not pending:  # every attempt failed: the first one's error, however they ended
+                return first.result()
     finally:
         for task in pending:
             task.cancel()
