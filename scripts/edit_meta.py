@@ -7,5 +7,10 @@ from robopipe.jobs import logged
 
 with logged(snakemake) as log:
     with atomic_path(snakemake.output[0]) as tmp:
-        write_edit_meta(load_edit_plan(snakemake.input.plan), snakemake.input.video_reports, tmp)
+        write_edit_meta(
+            load_edit_plan(snakemake.input.plan),
+            snakemake.input.video_reports,
+            tmp,
+            snakemake.input.data_reports,
+        )
     log.info("wrote %s", snakemake.output[0])

@@ -131,6 +131,74 @@ def numeric_stats(data: np.ndarray) -> dict[str, np.ndarray]:
     return _feature_stats(data, axis=0, keepdims=data.ndim == 1)
 
 
+# lerobot 0.6.1 compute_stats.py:27 DEFAULT_QUANTILES, as its stats keys name them, and the
+# bins of the histogram its quantiles are read from (RunningQuantileStats, :30)
+QUANTILES = {"q01": 0.01, "q10": 0.10, "q50": 0.50, "q90": 0.90, "q99": 0.99}
+QUANTILE_BINS = 5000
+
+
+def quantile_stats(data: np.ndarray) -> dict[str, np.ndarray]:
+    """Stats of a numeric feature over one episode's frames with quantiles, as lerobot 0.6.1
+    computes them (``compute_stats.py:434`` ``get_feature_stats`` with axis 0: one
+    ``RunningQuantileStats`` update; ``:404`` ``_compute_basic_stats`` below 2 frames).
+
+    ``data``: ``(T,)`` or ``(T, D)``. Returns ``min``, ``max``, ``mean``, ``std``, ``count``
+    (``[T]``, int64) and ``q01`` ... ``q99`` (:data:`QUANTILES`), each of shape ``(1,)`` for
+    1-D data, else ``(D,)``. From 2 frames on the values are cast to at least float32 first;
+    ``std`` is ``sqrt(max(0, mean(x**2) - mean(x)**2))`` (not ``np.std``), and each quantile
+    is read from a :data:`QUANTILE_BINS`-bin histogram between min and max, interpolated
+    linearly inside its bin. Below 2 frames: numpy's min/max/mean/std, each quantile the mean.
+    """
+    values = data.reshape(-1, 1) if data.ndim == 1 else data
+    count = np.array([len(values)])
+    if len(values) < 2:
+        stats = {
+            "min": np.min(values, axis=0),
+            "max": np.max(values, axis=0),
+            "mean": np.mean(values, axis=0),
+            "std": np.std(values, axis=0),
+        }
+        stats.update({q: stats["mean"].copy() for q in QUANTILES})
+    else:
+        batch = values.astype(np.result_type(values.dtype, np.float32), copy=False)
+        with np.errstate(invalid="ignore"):  # NaN and inf are kept (module docstring)
+            mean, squares = np.mean(batch, axis=0), np.mean(batch**2, axis=0)
+            # RunningQuantileStats.update adds (batch mean - mean) * 1 to each on its first
+            # batch: nothing, but an inf mean becomes NaN, as in lerobot's files
+            mean += (mean - mean) * 1.0
+            squares += (squares - squares) * 1.0
+            low, high = np.min(batch, axis=0), np.max(batch, axis=0)
+            variance = squares - mean**2
+            quantiles = [
+                _histogram_quantiles(batch[:, i], low[i], high[i]) for i in range(mean.size)
+            ]
+        stats = {"min": low, "max": high, "mean": mean, "std": np.sqrt(np.maximum(0, variance))}
+        for position, key in enumerate(QUANTILES):
+            stats[key] = np.array([column[position] for column in quantiles])
+    stats = {k: v.reshape(1) if data.ndim == 1 else v for k, v in stats.items()}
+    return {**stats, "count": count}
+
+
+def _histogram_quantiles(column: np.ndarray, low, high) -> list:
+    """:data:`QUANTILES` of one dimension's values from a histogram of :data:`QUANTILE_BINS`
+    bins from ``low - 1e-10`` to ``high + 1e-10`` (lerobot 0.6.1 ``compute_stats.py``
+    ``RunningQuantileStats._compute_single_quantile``): the first bin edge where the
+    cumulative count reaches ``q * count``, interpolated linearly inside that bin."""
+    edges = np.linspace(low - 1e-10, high + 1e-10, QUANTILE_BINS + 1)
+    cumulative = np.cumsum(np.histogram(column, bins=edges)[0].astype(np.float64))
+    found = []
+    for q in QUANTILES.values():
+        target = q * len(column)
+        i = int(np.searchsorted(cumulative, target))
+        if i == 0 or i >= len(cumulative):
+            found.append(edges[0] if i == 0 else edges[-1])
+            continue
+        before, inside = cumulative[i - 1], cumulative[i] - cumulative[i - 1]
+        width = edges[i + 1] - edges[i]
+        found.append(edges[i] if inside == 0 else edges[i] + (target - before) / inside * width)
+    return found
+
+
 def _to_lists(stats: Mapping[str, np.ndarray]) -> dict[str, list]:
     # lerobot 0.3.3 datasets/utils.py:121 serialize_dict: arrays become nested lists
     return {key: value.tolist() for key, value in stats.items()}
@@ -159,6 +227,14 @@ def compute_episode_stats(
         key: _to_lists(image_stats(data) if key in video_keys else numeric_stats(data))
         for key, data in episode_data.items()
     }
+
+
+def quantile_episode_stats(episode_data: Mapping[str, np.ndarray]) -> dict[str, dict[str, list]]:
+    """One episode's stats of numeric features with quantiles, as lerobot 0.6.1's
+    ``compute_stats.py:486`` ``compute_episode_stats`` gives them (what its
+    ``recompute_stats`` aggregates): per feature of ``episode_data`` (``(T,)`` or ``(T, D)``
+    values), :func:`quantile_stats` as nested lists of Python numbers."""
+    return {key: _to_lists(quantile_stats(data)) for key, data in episode_data.items()}
 
 
 def episode_stats_from_files(

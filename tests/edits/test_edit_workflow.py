@@ -42,6 +42,7 @@ def _config(source, **operations):
         "x_split": {"source": str(source), "operation": {"type": "split",
                                                          "splits": {"train": 0.75, "val": 0.25}}},
         "x_merged": {"operation": {"type": "merge", "sources": ["x_split_train", "x_split_val"]}},
+        "x_restated": {"source": "x_clean", "operation": {"type": "recompute_stats"}},
     }  # fmt: skip
     for name, operation in operations.items():
         edits[name]["operation"] = operation
@@ -83,6 +84,11 @@ def test_a_killed_edit_resumes(source, tmp_path, snakemake_cmd, run_snakemake, f
     assert clean["total_episodes"] == 6
     validation = json.loads((results / "x_clean/edit/validation.json").read_text())
     assert validation["reencoded"] == 0 and validation["cut"] >= 1
+    # an edit of an edit: x_clean's files linked, its numeric features' stats recomputed
+    restated = results / "x_restated/v3.0"
+    assert _rows(restated).equals(_rows(results / "x_clean/v3.0"))
+    stats = json.loads((restated / "meta/stats.json").read_text())
+    assert "q99" in stats["action"] and "q99" not in stats["observation.images.front"]
     assert file_tree(source) == before
 
 

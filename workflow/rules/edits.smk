@@ -25,15 +25,16 @@ def edit_plan_of(wildcards):
     )
 
 
-def edit_files(wildcards):
-    """input: every staged output file and its report."""
+def edit_outputs(wildcards):
+    """Every staged output file and its job's report: {"files", "data_reports",
+    "video_reports"}."""
     plan = edit_plan_of(wildcards)
     name = wildcards.dataset
-    files, reports = [], []
+    out = {"files": [], "data_reports": [], "video_reports": []}
     for f in plan.data_files:
         ids = {"dataset": name, "chunk": f"{f.chunk:03d}", "file": f"{f.file:03d}"}
-        files.append(EDIT_STAGED_DATA_FILE.format(**ids))
-        reports.append(EDIT_DATA_REPORT.format(**ids))
+        out["files"].append(EDIT_STAGED_DATA_FILE.format(**ids))
+        out["data_reports"].append(EDIT_DATA_REPORT.format(**ids))
     for key, video_files in plan.video_files.items():
         for f in video_files:
             ids = {
@@ -42,14 +43,30 @@ def edit_files(wildcards):
                 "chunk": f"{f.chunk:03d}",
                 "file": f"{f.file:03d}",
             }
-            files.append(EDIT_STAGED_VIDEO_FILE.format(**ids))
-            reports.append(EDIT_VIDEO_REPORT.format(**ids))
-    return {"files": files, "reports": reports}
+            out["files"].append(EDIT_STAGED_VIDEO_FILE.format(**ids))
+            out["video_reports"].append(EDIT_VIDEO_REPORT.format(**ids))
+    return out
 
 
-def edit_video_reports(wildcards):
-    """input of edit_meta: where each episode landed in each output video file."""
-    return [r for r in edit_files(wildcards)["reports"] if "/videos/" in r]
+def edit_files(wildcards):
+    """input: every staged output file and its report."""
+    out = edit_outputs(wildcards)
+    return {
+        "files": out["files"],
+        "reports": out["data_reports"] + out["video_reports"],
+    }
+
+
+def edit_meta_reports(wildcards):
+    """input of edit_meta: the video jobs' reports (where each episode landed in each
+    output video file) and, for recompute_stats, the data jobs' (each episode's stats).
+    """
+    out = edit_outputs(wildcards)
+    recomputed = edit_plan_of(wildcards).recomputed
+    return {
+        "video_reports": out["video_reports"],
+        "data_reports": out["data_reports"] if recomputed else [],
+    }
 
 
 checkpoint edit_plan:
@@ -120,8 +137,8 @@ rule edit_video:
 
 rule edit_meta:
     input:
+        unpack(edit_meta_reports),
         plan=EDIT_PLAN_FILE,
-        video_reports=edit_video_reports,
     output:
         directory(EDIT_STAGED_META_DIR),
     log:

@@ -21,7 +21,9 @@ from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_meta
 from robopipe.layout import data_path, video_path
 from robopipe.mp4 import Track, plain_track
+from robopipe.quality.dataset import column_array
 from robopipe.remux import MP4, PacketDigest, run_digests
+from robopipe.stats import quantile_episode_stats
 
 # rows read from an input data file at a time (whatever its row groups)
 BATCH_ROWS = 65_536
@@ -37,7 +39,8 @@ def write_data_file(plan: EditPlan, chunk: int, file: int, output: Path, report:
     time, so memory holds one episode and one batch. Then every output row group is read back
     and compared with the input episode's rows, every column.
 
-    Returns (and writes to ``report``): ``{"file", "source", "episodes", "rows", "linked"}``.
+    Returns (and writes to ``report``): ``{"file", "source", "episodes", "rows", "linked"}``,
+    and for ``recompute_stats`` ``"episode_stats"`` (:func:`recomputed_episode_stats`).
 
     Raises:
         DatasetError: an input episode's rows are missing from its file, or the output
@@ -77,8 +80,33 @@ def write_data_file(plan: EditPlan, chunk: int, file: int, output: Path, report:
         "rows": int(plan.episodes["length"][f.first : f.stop].sum()),
         "linked": linked,
     }
+    if plan.recomputed:
+        result["episode_stats"] = recomputed_episode_stats(plan, output)
     write_json(report, result)
     return result
+
+
+def recomputed_episode_stats(plan: EditPlan, path: Path) -> list[dict]:
+    """Each episode's stats of the ``plan.recomputed`` features, computed from the rows of
+    the data file ``path`` as lerobot 0.6.1's ``recompute_stats`` does (the rows of each
+    ``episode_index`` in the file; :func:`robopipe.stats.quantile_episode_stats`).
+
+    Returns ``[{"episode_index": i, "stats": {feature: {stat: list}}}]`` in episode order.
+    Memory holds those columns of the one file.
+    """
+    table = pq.read_table(path, columns=["episode_index", *plan.recomputed], use_threads=False)
+    episodes = table.column("episode_index").to_numpy()
+    order = np.argsort(episodes, kind="stable")
+    columns = {k: column_array(table.column(k))[order] for k in plan.recomputed}
+    starts = np.flatnonzero(np.diff(episodes[order], prepend=-1))
+    stops = [*starts[1:], len(order)]
+    return [
+        {
+            "episode_index": int(episodes[order[a]]),
+            "stats": quantile_episode_stats({k: v[a:b] for k, v in columns.items()}),
+        }
+        for a, b in zip(starts, stops, strict=True)
+    ]
 
 
 def _episode_tables(plan: EditPlan, f: EditFile, source: Path) -> Iterator[tuple[int, pa.Table]]:

@@ -1,7 +1,6 @@
 """The plan of an edit: every output file of a v3.0 dataset made from one or more v3.0
-datasets by ``delete_episodes``, ``split``, ``merge``, ``remove_feature`` or ``modify_tasks``
-(lerobot-edit-dataset's operations),
-from the inputs' ``meta/`` alone.
+datasets by ``delete_episodes``, ``split``, ``merge``, ``remove_feature``, ``modify_tasks`` or
+``recompute_stats`` (lerobot-edit-dataset's operations), from the inputs' ``meta/`` alone.
 
 The rule, lerobot 0.6.1's for ``delete_episodes`` and ``split`` (``dataset_tools.py``
 ``_copy_and_reindex_data``, ``_copy_and_reindex_videos``) and ``merge`` with
@@ -38,7 +37,14 @@ from robopipe.layout import (
     video_path,
 )
 
-OPERATIONS = ("delete_episodes", "split", "merge", "remove_feature", "modify_tasks")
+OPERATIONS = (
+    "delete_episodes",
+    "split",
+    "merge",
+    "remove_feature",
+    "modify_tasks",
+    "recompute_stats",
+)
 # how far split fractions may add up from 1 (floating-point sums of decimal fractions)
 FRACTIONS_TOLERANCE = 1e-9
 # the video feature facts that must be equal for merged inputs to share a dataset
@@ -85,6 +91,8 @@ class EditPlan:
         data_files: the output data files, in order.
         video_files: per camera, its output video files, in order.
         removed: the input features the output leaves out (``remove_feature``).
+        recomputed: the features whose stats the data jobs compute again from the rows
+            (``recompute_stats``; :func:`recomputed_features`).
     """
 
     dataset: str
@@ -98,6 +106,7 @@ class EditPlan:
     data_files: list[EditFile]
     video_files: dict[str, list[EditFile]] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
+    recomputed: list[str] = field(default_factory=list)
 
     @property
     def num_episodes(self) -> int:
@@ -155,6 +164,7 @@ class EditPlan:
             "episodes": {k: v.tolist() for k, v in self.episodes.items()},
             "files": files,
             "removed": self.removed,
+            "recomputed": self.recomputed,
         }
 
     def save(self, path: str | Path) -> None:
@@ -299,7 +309,7 @@ def kept_episodes(name: str, total: int, operation: dict, split: str | None = No
         if not kept:
             raise DatasetError(name, f"delete_episodes: every one of the {total} episodes")
         return kept
-    if kind in ("remove_feature", "modify_tasks"):
+    if kind in ("remove_feature", "modify_tasks", "recompute_stats"):
         return list(range(total))
     if kind == "split":
         splits = split_episodes(name, total, operation.get("splits") or {})
@@ -363,7 +373,8 @@ def make_edit_plan(
             the split this output is), ``{"type": "merge"}`` (the inputs are ``sources``), or
             ``{"type": "remove_feature", "feature_names": [...]}``, or ``{"type":
             "modify_tasks", "new_task": ..., "episode_tasks": {i: task},
-            "task_replacements": {old: new}}`` (any of the three; :func:`modified_tasks`).
+            "task_replacements": {old: new}}`` (any of the three; :func:`modified_tasks`),
+            or ``{"type": "recompute_stats"}`` (:func:`recomputed_features`).
         sources: the inputs' v3.0 folders (one, or for a merge two or more).
         source_names: their names in messages (default: the folders).
         split: the split of a ``split`` operation that this output is.
@@ -421,6 +432,11 @@ def make_edit_plan(
         data_files=data_files,
         video_files=video_files,
         removed=removed,
+        recomputed=(
+            recomputed_features(names[0], metas[0].info, operation)
+            if kind == "recompute_stats"
+            else []
+        ),
     )
 
 
@@ -445,6 +461,29 @@ def removed_features(name: str, info: dict, operation: dict) -> list[str]:
     if all(k in names or k in DEFAULT_FEATURES for k in info["features"]):
         raise DatasetError(name, "remove_feature: would leave no feature but the defaults")
     return names
+
+
+def recomputed_features(name: str, info: dict, operation: dict) -> list[str]:
+    """The features ``recompute_stats`` computes the stats of again: every feature but the
+    cameras, images, strings and lerobot's default ones (lerobot 0.6.1
+    ``dataset_tools.recompute_stats``: its stats of images and videos are kept as they are
+    even with ``skip_image_video: false``, and so are they here).
+
+    Raises:
+        DatasetError: ``relative_action: true`` (lerobot's stats of actions relative to the
+            state over action chunks, not built here), or no such feature.
+    """
+    if operation.get("relative_action"):
+        raise DatasetError(name, "recompute_stats: relative_action is not supported")
+    features = [
+        key
+        for key, feature in info["features"].items()
+        if feature.get("dtype") not in ("image", "video", "string", "language")
+        and key not in DEFAULT_FEATURES
+    ]
+    if not features:
+        raise DatasetError(name, "recompute_stats: no numeric feature but the defaults")
+    return features
 
 
 _PLAN_COLUMNS = (

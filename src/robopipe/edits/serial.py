@@ -40,12 +40,11 @@ def edit_dataset(
     output_dir = Path(output_dir)
     work = Path(work_dir) if work_dir else output_dir.with_name(f".{output_dir.name}.work")
     staging = work / "staging"
-    reports = []
+    reports, data_reports = [], []
     for f in plan.data_files:
         rel = data_path(f.chunk, f.file)
-        reports.append(
-            write_data_file(plan, f.chunk, f.file, staging / rel, work / "reports" / f"{rel}.json")
-        )
+        data_reports.append(work / "reports" / f"{rel}.json")
+        reports.append(write_data_file(plan, f.chunk, f.file, staging / rel, data_reports[-1]))
     video_reports = []
     for key, files in plan.video_files.items():
         for f in files:
@@ -54,7 +53,7 @@ def edit_dataset(
             reports.append(
                 write_video_file(plan, key, f.chunk, f.file, staging / rel, video_reports[-1])
             )
-    write_edit_meta(plan, video_reports, staging / "meta")
+    write_edit_meta(plan, video_reports, staging / "meta", data_reports)
     write_json(work / "validation.json", validate_edit(plan, staging, reports))
     publish(staging, plan, output_dir)
     shutil.rmtree(work)

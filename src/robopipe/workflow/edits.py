@@ -17,6 +17,7 @@ from robopipe.edits.plan import (
     check_mergeable,
     check_modify_tasks,
     kept_episodes,
+    recomputed_features,
     removed_features,
     split_episodes,
 )
@@ -177,6 +178,8 @@ class Edits:
                 removed_features(sources[0], infos[0], operation)
             elif kind == "modify_tasks":
                 check_modify_tasks(sources[0], operation, infos[0]["total_episodes"])
+            elif kind == "recompute_stats":
+                recomputed_features(sources[0], infos[0], operation)
             elif kind == "split" or operation.get("episode_indices"):
                 kept_episodes(
                     sources[0], infos[0]["total_episodes"], operation, self.outputs[name].split
