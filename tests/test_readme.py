@@ -36,6 +36,10 @@ from pathlib import Path
 
 import pytest
 
+# one pytest-xdist worker runs these: their snakemake commands share the repository's own
+# directory (and its .snakemake/)
+pytestmark = pytest.mark.xdist_group("repo_root")
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 README = REPO_ROOT / "README.md"
 RULE_FILES = REPO_ROOT / "workflow" / "rules"
