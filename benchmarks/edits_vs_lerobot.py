@@ -1,11 +1,11 @@
 """robopipe's edits (``snakemake edit``) against lerobot 0.6.1's ``lerobot-edit-dataset`` on
-one v3.0 dataset: delete episodes, split 0.8 / 0.2, merge the two splits back; timed, then
-compared.
+one v3.0 dataset: delete episodes, split 0.8 / 0.2, merge the two splits back, recompute the
+stats; timed, then compared.
 
     python benchmarks/edits_vs_lerobot.py [--source results/cr5/v3.0] [--delete 10 40 70]
         [--cores 2] [--work results/edits_vs_lerobot] [--lerobot-python .venv-lerobot/bin/python]
 
-Each of the three steps runs once with each tool, from the same input, timed from the
+Each of the four steps runs once with each tool, from the same input, timed from the
 outside (wall seconds of the command). Then for each step it compares the two outputs: the
 data rows (every column), ``meta/episodes`` (episode_index, length, tasks,
 dataset_from_index, dataset_to_index), the tasks, info.json's totals (equal), the stats
@@ -49,7 +49,7 @@ def run(command: list[str], cwd: Path | None = None, env: dict | None = None) ->
 
 
 def robopipe_edits(source: Path, deleted: list[int], work: Path, cores: int) -> dict:
-    """The three steps as `snakemake edit` runs, one after the other; their seconds."""
+    """The four steps as `snakemake edit` runs, one after the other; their seconds."""
     work.mkdir(parents=True, exist_ok=True)
     edits = {
         "src_deleted": {"source": str(source),
@@ -58,6 +58,7 @@ def robopipe_edits(source: Path, deleted: list[int], work: Path, cores: int) -> 
                       "operation": {"type": "split", "splits": {"train": 0.8, "val": 0.2}}},
         "src_merged": {"operation": {"type": "merge",
                                      "sources": ["src_split_train", "src_split_val"]}},
+        "src_restated": {"source": str(source), "operation": {"type": "recompute_stats"}},
     }  # fmt: skip
     config = work / "config.yaml"
     config.write_text(yaml.safe_dump({"datasets": {}, "edits": edits}))
@@ -69,6 +70,7 @@ def robopipe_edits(source: Path, deleted: list[int], work: Path, cores: int) -> 
         ("delete", ["src_deleted"]),
         ("split", ["src_split_train", "src_split_val"]),
         ("merge", ["src_merged"]),
+        ("recompute", ["src_restated"]),
     ):
         files = [f"results/{t}/v3.0/meta/info.json" for t in targets]
         seconds[step] = run([*base, *files, "--configfile", str(config)], env=env)
@@ -77,12 +79,13 @@ def robopipe_edits(source: Path, deleted: list[int], work: Path, cores: int) -> 
         "train": work / "results/src_split_train/v3.0",
         "val": work / "results/src_split_val/v3.0",
         "merge": work / "results/src_merged/v3.0",
+        "recompute": work / "results/src_restated/v3.0",
     }
     return {"seconds": seconds, "outputs": outputs}
 
 
 def lerobot_edits(python: str, source: Path, deleted: list[int], work: Path) -> dict:
-    """The three steps with lerobot-edit-dataset (lerobot 0.6.1); their seconds."""
+    """The four steps with lerobot-edit-dataset (lerobot 0.6.1); their seconds."""
     if work.exists():
         shutil.rmtree(work)
     work.mkdir(parents=True)
@@ -102,7 +105,12 @@ def lerobot_edits(python: str, source: Path, deleted: list[int], work: Path) -> 
          "--operation.type", "merge", "--operation.repo_ids", "['src_train', 'src_val']",
          "--operation.roots", json.dumps([str(train), str(val)])], env=env,
     )  # fmt: skip
-    outputs = {"delete": work / "deleted", "train": train, "val": val, "merge": work / "merged"}
+    seconds["recompute"] = run(
+        [*tool, *src, "--new_repo_id", "src_recomputed", "--new_root", str(work / "recomputed"),
+         "--operation.type", "recompute_stats"], env=env,
+    )  # fmt: skip
+    outputs = {"delete": work / "deleted", "train": train, "val": val, "merge": work / "merged",
+               "recompute": work / "recomputed"}  # fmt: skip
     return {"seconds": seconds, "outputs": outputs}
 
 
@@ -185,7 +193,7 @@ def main() -> int:
     kept = {"delete": [i for i in range(total) if i not in args.delete]}
     kept["train"] = list(range(int(total * 0.8)))
     kept["val"] = list(range(int(total * 0.8), total))
-    kept["merge"] = list(range(total))
+    kept["merge"] = kept["recompute"] = list(range(total))
     ours = robopipe_edits(source, args.delete, args.work / "robopipe", args.cores)
     theirs = lerobot_edits(args.lerobot_python, source, args.delete, args.work / "lerobot")
     result = {

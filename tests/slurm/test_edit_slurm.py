@@ -1,0 +1,37 @@
+"""`snakemake edit` on a real SLURM cluster: the same output as a local run, the file jobs
+submitted as job arrays (profiles/slurm)."""
+
+import pytest
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+
+def _config(source):
+    return {
+        "datasets": {"ds": {"path": str(source)}},
+        "edits": {
+            "ds_clean": {
+                "source": "ds",
+                "operation": {"type": "delete_episodes", "episode_indices": [1, 5]},
+            },
+            "ds_restated": {"source": "ds_clean", "operation": {"type": "recompute_stats"}},
+        },
+    }
+
+
+def test_slurm_edits_publish_the_same_bytes_as_a_local_run(
+    slurm_cluster, make_v21, tmp_path, run_snakemake, slurm_args, file_tree
+):
+    config = _config(make_v21(episodes=8, cameras=1, min_length=20, max_length=40))
+    local = tmp_path / "local"
+    run_snakemake(local, config, "--cores", "2", "edit")
+    cluster = tmp_path / "slurm"
+    result = run_snakemake(cluster, config, *slurm_args, "edit")
+    for name in ("ds_clean", "ds_restated"):
+        got = file_tree(cluster / f"results/{name}/v3.0")
+        assert got and got == file_tree(local / f"results/{name}/v3.0"), name
+    output = result.stdout + result.stderr
+    assert "rule edit_video:" in output
+    # the file jobs went to the cluster (the profile submits them as job arrays)
+    logs = {p.parent.name for p in (cluster / ".snakemake/slurm_logs").rglob("*.log")}
+    assert any("edit_video" in name for name in logs), sorted(logs)
