@@ -54,10 +54,13 @@ def write_data_file(plan: EditPlan, chunk: int, file: int, output: Path, report:
         with atomic_path(output) as tmp:
             link_or_copy(source, tmp)
     else:
+        # one reader of the input for both passes: its footer (about 7 KB per episode of the
+        # file, one row group each) is parsed once
+        parquet = pq.ParquetFile(source)
         with atomic_path(output) as tmp:
             writer = None
             try:
-                for _, table in _episode_tables(plan, f, source):
+                for _, table in _episode_tables(plan, f, parquet, source):
                     if writer is None:
                         writer = pq.ParquetWriter(tmp, table.schema)
                     writer.write_table(table, row_group_size=max(table.num_rows, 1))
@@ -67,7 +70,7 @@ def write_data_file(plan: EditPlan, chunk: int, file: int, output: Path, report:
         written = pq.ParquetFile(output)
         if written.num_row_groups != f.stop - f.first:
             raise DatasetError(name, "row groups differ from the episodes", file=output)
-        for group, (episode, expected) in enumerate(_episode_tables(plan, f, source)):
+        for group, (episode, expected) in enumerate(_episode_tables(plan, f, parquet, source)):
             got = written.read_row_group(group, use_threads=False)
             if not got.equals(expected.cast(got.schema)):
                 raise DatasetError(
@@ -109,10 +112,12 @@ def recomputed_episode_stats(plan: EditPlan, path: Path) -> list[dict]:
     ]
 
 
-def _episode_tables(plan: EditPlan, f: EditFile, source: Path) -> Iterator[tuple[int, pa.Table]]:
-    """(output episode, its rows as the output holds them) for each episode of ``f``."""
+def _episode_tables(
+    plan: EditPlan, f: EditFile, parquet: pq.ParquetFile, source: Path
+) -> Iterator[tuple[int, pa.Table]]:
+    """(output episode, its rows as the output holds them) for each episode of ``f``, read
+    from ``parquet``, the input file ``source``."""
     e = plan.episodes
-    parquet = pq.ParquetFile(source)
     index = parquet.read(columns=["index"], use_threads=False).column(0).to_numpy()
     task_map = np.asarray(plan.task_maps[f.source], np.int64)
     wanted = []

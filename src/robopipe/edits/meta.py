@@ -32,6 +32,8 @@ from robopipe.formats.v30_reader import episodes_files, open_url
 from robopipe.layout import DEFAULT_CHUNK_SIZE, INFO_PATH, STATS_PATH, TASKS_PATH
 from robopipe.stats import StatsAggregator
 
+# episodes rows whose stats are Python values at a time (_stats_rows)
+STATS_ROWS = 256
 # the columns write_episodes adds: which episodes file holds the row
 _EPISODES_FILE_COLUMNS = ("meta/episodes/chunk_index", "meta/episodes/file_index")
 
@@ -222,12 +224,17 @@ def _restated(plan: EditPlan, table: pa.Table, recomputed: Iterator, aggregator)
 
 
 def _stats_rows(table: pa.Table) -> Iterator[dict[str, dict]]:
-    """Each row's ``{feature: {stat: value}}`` from its ``stats/<feature>/<stat>`` columns."""
+    """Each row's ``{feature: {stat: value}}`` from its ``stats/<feature>/<stat>`` columns,
+    made Python values ``STATS_ROWS`` rows at a time: edit_meta of the DROID-shaped 20k
+    episodes x 3 cameras peaked at 536 MB with the episodes file's stats as Python lists
+    whole, 270 MB so."""
     columns = [c for c in table.column_names if c.startswith("stats/")]
-    values = {c: table.column(c).to_pylist() for c in columns}
-    for row in range(table.num_rows):
-        stats: dict[str, dict] = {}
-        for column in columns:
-            feature, stat = column[len("stats/") :].rsplit("/", 1)
-            stats.setdefault(feature, {})[stat] = values[column][row]
-        yield stats
+    names = [c[len("stats/") :].rsplit("/", 1) for c in columns]
+    for start in range(0, table.num_rows, STATS_ROWS):
+        part = table.slice(start, STATS_ROWS)
+        values = [part.column(c).to_pylist() for c in columns]
+        for row in range(part.num_rows):
+            stats: dict[str, dict] = {}
+            for (feature, stat), column in zip(names, values, strict=True):
+                stats.setdefault(feature, {})[stat] = column[row]
+            yield stats
