@@ -89,6 +89,11 @@ def test_a_killed_edit_resumes(source, tmp_path, snakemake_cmd, run_snakemake, f
     assert _rows(restated).equals(_rows(results / "x_clean/v3.0"))
     stats = json.loads((restated / "meta/stats.json").read_text())
     assert "q99" in stats["action"] and "q99" not in stats["observation.images.front"]
+    # each job's benchmark TSV lies in a folder named by its rule (report/tables.py reads
+    # the rule from it)
+    rules = {p.parent.name for p in (results / "jobs").rglob("*.tsv")}
+    assert rules == {f"edit_{r}" for r in ("plan", "data", "video", "meta", "validate",
+                                           "publish")}  # fmt: skip
     assert file_tree(source) == before
 
 

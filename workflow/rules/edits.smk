@@ -120,12 +120,12 @@ rule edit_video:
     log:
         LOG_FILE.format(
             dataset="{dataset}",
-            step="edit_video/{video_key}/chunk-{chunk}_file-{file}",
+            step="edit_video/{video_key}_chunk-{chunk}_file-{file}",
         ),
     benchmark:
         JOB_STATS_FILE.format(
             dataset="{dataset}",
-            step="edit_video/{video_key}/chunk-{chunk}_file-{file}",
+            step="edit_video/{video_key}_chunk-{chunk}_file-{file}",
         )
     wildcard_constraints:
         dataset=EDIT_NAMES,
