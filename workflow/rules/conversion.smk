@@ -287,17 +287,17 @@ rule publish:
         PUBLISHED_INFO,
     log:
         LOG_FILE.format(dataset="{dataset}", step="publish"),
-    wildcard_constraints:
-        dataset=NOT_EDIT_NAMES,
-    params:
-        # a remote source's cache, removed once published (unless keep_cache: true)
-        cache=lambda w: DATASETS[w.dataset].cache_to_remove(),
     benchmark:
         JOB_STATS_FILE.format(dataset="{dataset}", step="publish/publish")
+    wildcard_constraints:
+        dataset=NOT_EDIT_NAMES,
     group:
         slurm_group("publish")
     conda:
         ROBOPIPE_ENV
+    params:
+        # a remote source's cache, removed once published (unless keep_cache: true)
+        cache=lambda w: DATASETS[w.dataset].cache_to_remove(),
     script:
         "../../scripts/publish.py"
 

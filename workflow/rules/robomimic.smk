@@ -20,7 +20,8 @@ def robomimic_hdf5(wildcards):
 def robomimic_batch_dirs(wildcards):
     """Every batch folder of the dataset's robomimic plan, in plan order."""
     return targets.robomimic_batch_dirs(
-        checkpoints.robomimic_plan.get(dataset=wildcards.dataset).output.plan, wildcards.dataset
+        checkpoints.robomimic_plan.get(dataset=wildcards.dataset).output.plan,
+        wildcards.dataset,
     )
 
 
