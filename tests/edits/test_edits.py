@@ -6,19 +6,23 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
 from robopipe.conversion.serial import convert_dataset
+from robopipe.conversion.validate import same_bits
 from robopipe.edits.plan import make_edit_plan
 from robopipe.edits.serial import edit_dataset
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_episodes_table, read_meta
+from robopipe.harness import faults
 from robopipe.mp4 import read_track
 
 EPISODES = 12
@@ -396,3 +400,20 @@ def _task_table(root) -> list[str]:
 def test_modify_tasks_refuses_bad_input(converted, operation, message):
     with pytest.raises(DatasetError, match=message):
         make_edit_plan("t", {"type": "modify_tasks", **operation}, [converted])
+
+
+def test_an_edit_keeps_nan_and_inf_bit_for_bit(make_v21, tmp_path):
+    """Rows holding NaN and inf are rewritten and proven as they are (Arrow's equals takes a
+    NaN for unequal to itself, so the proof refused such rows)."""
+    source = Path(shutil.copytree(make_v21(episodes=6, cameras=1), tmp_path / "src"))
+    faults.inject_nan(source, 2)
+    faults.inject_nan(source, 4, value=float("-inf"), dimension=1)
+    converted = tmp_path / "v3.0"
+    convert_dataset(source, converted, name="nan", **LAYOUT)
+    out = tmp_path / "deleted"
+    edit_dataset({"type": "delete_episodes", "episode_indices": [0]}, [converted], out)
+    kept, original = _rows(out), _rows(converted)
+    state = "observation.state"
+    assert same_bits(kept[state], original.filter(pc.field("episode_index") != 0)[state])
+    values = np.asarray(kept[state].to_pylist(), np.float32)
+    assert np.isnan(values).sum() == 1 and np.isneginf(values).sum() == 1
