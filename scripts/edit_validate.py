@@ -1,15 +1,14 @@
 """Snakemake job: validate an edit's staged output as a whole (after every file's own proof)."""
 
-import json
 from pathlib import Path
 
 from robopipe.atomic import write_json
 from robopipe.edits.plan import load_edit_plan
-from robopipe.edits.validate import validate_edit
+from robopipe.edits.validate import load_reports, validate_edit
 from robopipe.jobs import logged
 
 with logged(snakemake, pandas=False) as log:
-    reports = [json.loads(Path(p).read_text("utf-8")) for p in snakemake.input.reports]
+    reports = load_reports(snakemake.input.reports)
     summary = validate_edit(
         load_edit_plan(snakemake.input.plan), Path(snakemake.input.meta).parent, reports
     )

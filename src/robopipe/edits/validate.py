@@ -3,12 +3,25 @@ input (:mod:`robopipe.edits.files`)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from robopipe.checks.v30 import check_v30
 from robopipe.edits.plan import EditPlan
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_meta
+
+
+def load_reports(paths: list[str | Path]) -> list[dict]:
+    """The file jobs' reports at ``paths``, each without its ``episode_stats``
+    (``recompute_stats``: edit_meta's input, one episode's stats each, which would otherwise
+    all be held at once here)."""
+    reports = []
+    for path in paths:
+        report = json.loads(Path(path).read_text("utf-8"))
+        report.pop("episode_stats", None)
+        reports.append(report)
+    return reports
 
 
 def validate_edit(plan: EditPlan, root: Path, reports: list[dict]) -> dict:
