@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, link_or_copy, write_json
+from robopipe.conversion.aggregate import episode_slices
 from robopipe.conversion.validate import same_bits
 from robopipe.edits.plan import EditFile, EditPlan
 from robopipe.errors import DatasetError
@@ -101,23 +102,22 @@ def _same_rows(got: pa.Table, expected: pa.Table) -> bool:
 def recomputed_episode_stats(plan: EditPlan, path: Path) -> list[dict]:
     """Each episode's stats of the ``plan.recomputed`` features, computed from the rows of
     the data file ``path`` as lerobot 0.6.1's ``recompute_stats`` does (the rows of each
-    ``episode_index`` in the file; :func:`robopipe.stats.quantile_episode_stats`).
+    ``episode_index`` in the file, one run each in a v3.0 data file:
+    :func:`robopipe.conversion.aggregate.episode_slices`;
+    :func:`robopipe.stats.quantile_episode_stats`).
 
-    Returns ``[{"episode_index": i, "stats": {feature: {stat: list}}}]`` in episode order.
+    Returns ``[{"episode_index": i, "stats": {feature: {stat: list}}}]`` in file order.
     Memory holds those columns of the one file.
     """
     table = pq.read_table(path, columns=["episode_index", *plan.recomputed], use_threads=False)
-    episodes = table.column("episode_index").to_numpy()
-    order = np.argsort(episodes, kind="stable")
-    columns = {k: column_array(table.column(k))[order] for k in plan.recomputed}
-    starts = np.flatnonzero(np.diff(episodes[order], prepend=-1))
-    stops = [*starts[1:], len(order)]
     return [
         {
-            "episode_index": int(episodes[order[a]]),
-            "stats": quantile_episode_stats({k: v[a:b] for k, v in columns.items()}),
+            "episode_index": episode["episode_index"][0].as_py(),
+            "stats": quantile_episode_stats(
+                {k: column_array(episode.column(k)) for k in plan.recomputed}
+            ),
         }
-        for a, b in zip(starts, stops, strict=True)
+        for episode in episode_slices(table)
     ]
 
 
