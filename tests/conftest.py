@@ -283,11 +283,8 @@ def validation_of():
 
 
 class S3Server:
-    """A running moto S3 server (see ``validation_of``
-        ``validation_of(root)``: the data and video file counts that the validate step writes for
-        a v3.0 folder (what ``robopipe.conversion.push`` checks before it pushes).
-
-    ``s3_server``)."""
+    """A running moto S3 server on 127.0.0.1 with one bucket: the ``s3_server`` fixture's value
+    (see the module docstring)."""
 
     def __init__(self, endpoint: str, bucket: str) -> None:
         import s3fs
