@@ -187,3 +187,47 @@ def test_only_the_edit_rules_make_an_edit(source, tmp_path, run_snakemake):
     output = result.stdout + result.stderr
     assert "InputFunctionException" not in output
     assert "edit_publish" in output and "rule publish" not in output
+
+
+def test_an_edits_output_is_a_dataset_checked_pushed_and_benchmarked(
+    make_v21, tmp_path, run_snakemake, file_tree, quick_bench
+):
+    """An edit's output takes the quality, push and benchmark rules like a configured
+    dataset: its own quality.json (with its own episode indices), a later edit's
+    ``flagged_by`` of it, a push of it, a scenario on it; and a second run has nothing to do
+    (its check is not rerun by a folder digest taken before it was made)."""
+    source = Path(shutil.copytree(make_v21(**FAULTY), tmp_path / "src"))
+    faults.inject_nan(source, 3)  # x_clean's episode 2 (episode 0 is deleted)
+    pushed = tmp_path / "pushed"
+    scenario = "robopipe_map_local_single_cpu_w0_n1"
+    config = {
+        "datasets": {"x": {"path": str(source)}},
+        "edits": {
+            "x_clean": {
+                "source": "x",
+                "operation": {"type": "delete_episodes", "episode_indices": [0]},
+                "push": {"url": str(pushed)},
+            },
+            "x_fixed": {
+                "source": "x_clean",
+                "operation": {"type": "delete_episodes", "flagged_by": ["nan_inf"]},
+            },
+        },
+        "bench": {
+            "matrix": {"loader": ["robopipe_map"], "source": ["local"], "mode": ["single"],
+                       "encoding": [None], "decode": ["cpu"], "workers": [0], "nodes": [1]},
+            **quick_bench,
+        },
+    }  # fmt: skip
+    targets = ["edit", "push", f"results/bench/x_clean/{scenario}.json"]
+    run_snakemake(tmp_path, config, "--cores", "2", *targets)
+    results = tmp_path / "results"
+    report = json.loads((results / "x_clean/quality/quality.json").read_text())
+    assert report["dataset"] == "x_clean" and report["episodes"] == 7
+    assert {f["episode_index"] for f in report["findings"] if f["check"] == "nan_inf"} == {2}
+    clean = _episodes(results / "x_clean/v3.0")
+    assert _episodes(results / "x_fixed/v3.0") == clean[:2] + clean[3:]
+    assert file_tree(pushed) == file_tree(results / "x_clean/v3.0")
+    assert json.loads((results / f"bench/x_clean/{scenario}.json").read_text())["samples"] > 0
+    again = run_snakemake(tmp_path, config, "-n", *targets)
+    assert "Nothing to be done" in again.stdout + again.stderr

@@ -86,16 +86,14 @@ def test_a_datasets_quality_section_overrides_the_defaults_key_by_key():
             "b": {"path": "b"},
         },
     }
-    a = quality.quality_options(config, "a")
+    a = quality.quality_options(config, config["datasets"]["a"])
     assert a.fail_on == "error" and a.frozen_camera_s == 1.5
     assert a.severity == {"nan_inf": "warning", "idle_episode": "off"}  # YAML's bare off
-    assert quality.quality_options(config, "b").frozen_camera_s == 3.0
+    assert quality.quality_options(config, config["datasets"]["b"]).frozen_camera_s == 3.0
     assert "fail_on" not in quality.job_options(a)
     assert QualityOptions.from_config(quality.job_options(a)).frozen_camera_s == 1.5
     with pytest.raises(ValueError, match="frozen_camera_s"):
-        quality.quality_options(
-            {"datasets": {"a": {"path": "a", "quality": {"frozen_camra_s": 1}}}}, "a"
-        )
+        quality.quality_options({}, {"path": "a", "quality": {"frozen_camra_s": 1}})
 
 
 def test_the_schema_knows_every_option_and_check(schema):

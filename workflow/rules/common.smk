@@ -20,7 +20,8 @@ from robopipe.layout import (
 )
 from robopipe.workflow import bench as bench_jobs
 from robopipe.workflow import groups, targets
-from robopipe.workflow.edits import Edits
+from robopipe.edits.plan import load_edit_plan
+from robopipe.workflow.edits import Edits, edited_entries
 from robopipe.workflow.sources import Datasets
 
 
@@ -53,12 +54,18 @@ if not config.get("datasets"):
     config["datasets"] = config.get("default_datasets", {})
 # Each dataset's source (robopipe.sources), built once; a remote source whose version cannot
 # be read, or a local one that cannot be planned, stops the run with one line per problem.
+# The edits' outputs are datasets too (quality, benchmark, report, push), after the
+# configured ones; their files are listed from the edit's plan.
 DATASETS = Datasets(
     config,
     checkpoint_plan=lambda name: checkpoints.plan.get(dataset=name).output.plan,
     refuse=stop,
     in_job=workflow.remote_exec,
     saved_plans=PARSE_TIME_PLAN_FILE,
+    edited=edited_entries(config),
+    edited_files=lambda name: load_edit_plan(
+        checkpoints.edit_plan.get(dataset=name).output[0]
+    ).file_paths(),
 )
 if DATASETS.problems:
     stop(DATASETS.problems)
@@ -107,8 +114,16 @@ wildcard_constraints:
 
 
 def dataset_names():
-    """Every configured dataset, in config order."""
+    """Every dataset: the configured ones in config order, then the edits' outputs."""
     return DATASETS.names()
+
+
+def config_path(name):
+    """Where a dataset's entry is in the config: `datasets.<name>`, or `edits.<edit>` for
+    an edit's output."""
+    if name in EDITS.outputs:
+        return f"edits.{EDITS.outputs[name].edit}"
+    return f"datasets.{name}"
 
 
 def plan_of(name):
@@ -130,9 +145,9 @@ def slurm_group(rule_name):
 
 
 def converted_datasets():
-    """Every configured dataset as a loader may read it: published (a v2.1 source), or
-    checked (a v3.0 source)."""
-    return [path for name in dataset_names() for path in DATASETS[name].ready()]
+    """Every configured dataset (not the edits' outputs: rule edit makes those) as a loader
+    may read it: published (a v2.1 source), or checked (a v3.0 source)."""
+    return [path for name in DATASETS.configured() for path in DATASETS[name].ready()]
 
 
 def dataset_input(wildcards):

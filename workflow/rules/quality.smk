@@ -30,9 +30,9 @@ def _quality_options():
     options, problems = {}, []
     for name in dataset_names():
         try:
-            options[name] = quality_jobs.quality_options(config, name)
+            options[name] = quality_jobs.quality_options(config, DATASETS[name].entry)
         except ValueError as exc:
-            problems.append(f"robopipe: config: datasets.{name}: quality: {exc}")
+            problems.append(f"robopipe: config: {config_path(name)}: quality: {exc}")
     if problems:
         stop(problems)
     return options

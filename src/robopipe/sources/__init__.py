@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from robopipe.sources.base import ConvertedSource, Source, V30Source, read_local_info
+from robopipe.sources.edited import EditedV30
 from robopipe.sources.generated import Demo, Robomimic
 from robopipe.sources.local_v21 import LocalV21
 from robopipe.sources.remote import read_remote_info, remote_url, tagged_version
@@ -39,6 +40,7 @@ __all__ = [
     "SOURCE_KEYS",
     "ConvertedSource",
     "Demo",
+    "EditedV30",
     "LocalV20",
     "LocalV21",
     "LocalV30",

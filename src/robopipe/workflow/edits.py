@@ -2,14 +2,16 @@
 inputs, and what is wrong with it, decided at parse time before any job runs.
 
 An edit's ``source`` (and each of a merge's ``sources``) is a dataset of the config (its v3.0:
-published, or read where it is), the output of another edit, or a local v3.0 folder.
+published, or read where it is), the output of another edit, or a local v3.0 folder. Each
+output is a dataset of its own (:func:`edited_entries`): checked, benchmarked, reported and
+pushed like the configured ones.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from robopipe.edits.plan import (
@@ -38,6 +40,34 @@ class EditOutput:
     name: str
     edit: str
     split: str | None = None
+
+
+def edit_outputs(entries: Mapping[str, Mapping]) -> list[EditOutput]:
+    """The datasets the edits ``entries`` (the config's ``edits:``) make, in config order: one
+    per edit, a split's one per split (``<edit>_<split>``)."""
+    outputs = []
+    for edit, entry in entries.items():
+        operation = entry["operation"]
+        if operation["type"] == "split":
+            splits = operation.get("splits") or {}
+            outputs += [EditOutput(f"{edit}_{split}", edit, split) for split in splits]
+        else:
+            outputs.append(EditOutput(edit, edit))
+    return outputs
+
+
+def edited_entries(config: Mapping) -> dict[str, dict]:
+    """Each edit output's dataset entry, by name (robopipe.workflow.sources.Datasets'
+    ``edited``): its edit's ``quality:`` and ``push:`` sections, where given."""
+    entries = config.get("edits") or {}
+    return {
+        output.name: {
+            key: entries[output.edit][key]
+            for key in ("quality", "push")
+            if key in entries[output.edit]
+        }
+        for output in edit_outputs(entries)
+    }
 
 
 class Edits:
@@ -74,16 +104,16 @@ class Edits:
         self._dataset_plan = dataset_plan
         self.outputs: dict[str, EditOutput] = {}
         self.problems: list[str] = []
-        for edit, entry in self.entries.items():
-            operation = entry["operation"]
-            if operation["type"] == "split":
-                names = [(f"{edit}_{split}", split) for split in operation.get("splits") or {}]
-            else:
-                names = [(edit, None)]
-            for name, split in names:
-                if name in self.datasets or name in self.outputs:
-                    self._problem(name, "this name is taken by a dataset or another edit")
-                self.outputs[name] = EditOutput(name, edit, split)
+        for output in edit_outputs(self.entries):
+            if output.name in self.datasets or output.name in self.outputs:
+                self._problem(output.name, "this name is taken by a dataset or another edit")
+            self.outputs[output.name] = output
+            if output.split is not None and "push" in self.entries[output.edit]:
+                self._problem(
+                    output.name,
+                    "push: a split makes one dataset per split; push each from an edit "
+                    "of its own (source: the split's output)",
+                )
         for name in self.outputs:
             self._check(name)
 
@@ -164,8 +194,12 @@ class Edits:
                 return self._problem(
                     name, "delete_episodes: give `episode_indices` or `flagged_by`"
                 )
-            if operation.get("flagged_by") and sources[0] not in self.datasets:
-                return self._problem(name, "flagged_by: the source must be a configured dataset")
+            if operation.get("flagged_by") and not (
+                sources[0] in self.datasets or sources[0] in self.outputs
+            ):
+                return self._problem(
+                    name, "flagged_by: the source must be a dataset or an edit of the config"
+                )
         try:
             if kind == "split":
                 check_fractions_or_lists(name, operation.get("splits") or {})

@@ -212,24 +212,25 @@ def _merged(defaults: Mapping | None, own: Mapping | None) -> dict:
     return merged
 
 
-def quality_config(config: Mapping, name: str) -> dict:
-    """Dataset ``name``'s ``quality:`` section merged over the config's top-level
+def quality_config(config: Mapping, entry: Mapping) -> dict:
+    """A dataset's ``quality:`` section (of its ``entry``: its ``datasets:`` entry, or an
+    edit output's, robopipe.workflow.edits.edited_entries) merged over the config's top-level
     ``quality:`` defaults (nested sections key by key: ``severity``), a severity ``false``
     (YAML's bare ``off``) as ``"off"``."""
-    entry = config["datasets"][name]
     merged = _merged(config.get("quality"), entry.get("quality"))
     if merged.get("severity"):  # YAML 1.1 reads a bare `off` as false
         merged["severity"] = {k: "off" if v is False else v for k, v in merged["severity"].items()}
     return merged
 
 
-def quality_options(config: Mapping, name: str) -> QualityOptions:
-    """Dataset ``name``'s :class:`~robopipe.quality.QualityOptions` (:func:`quality_config`).
+def quality_options(config: Mapping, entry: Mapping) -> QualityOptions:
+    """The :class:`~robopipe.quality.QualityOptions` of the dataset of ``entry``
+    (:func:`quality_config`).
 
     Raises:
         ValueError: an unknown key (naming the nearest one) or a value out of range.
     """
-    return QualityOptions.from_config(quality_config(config, name))
+    return QualityOptions.from_config(quality_config(config, entry))
 
 
 def job_options(options: QualityOptions) -> dict:

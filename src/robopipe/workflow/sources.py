@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from robopipe.checks.report import write_report
 from robopipe.conversion.plan import Plan, load_plan, save_parse_time_plan, source_signature
@@ -18,6 +18,7 @@ from robopipe.errors import DatasetError
 from robopipe.layout import LOG_FILE, PLAN_FILE
 from robopipe.sources import Source, open_source
 from robopipe.sources.base import digest
+from robopipe.sources.edited import EditedV30
 from robopipe.workflow import source_jobs, targets
 
 __all__ = ["REFUSAL_REPORT", "Datasets", "UnplannableSource"]
@@ -58,6 +59,12 @@ class Datasets:
         saved_plans: where each parse-time plan is saved for the plan job to reuse, a path
             with ``{dataset}`` (the rules: :data:`robopipe.layout.PARSE_TIME_PLAN_FILE`;
             default None: not saved).
+        edited: the datasets the config's edits make, name -> entry (robopipe.workflow.
+            edits.edited_entries), each an :class:`~robopipe.sources.edited.EditedV30`
+            after the configured ones (a name that a configured dataset has is left out:
+            the edits refuse it).
+        edited_files: the output files of such a dataset, relative to its root, from its
+            edit's plan (the rules: read after the ``edit_plan`` checkpoint).
 
     A source whose version cannot be read (a remote info.json) is left out of the sources and
     named in :attr:`problems`, one ``robopipe: ...`` line each. Parse-time plans are made once;
@@ -72,6 +79,8 @@ class Datasets:
         refuse: Callable[[list[str]], None] = _raise,
         in_job: bool = False,
         saved_plans: str | None = None,
+        edited: Mapping[str, Mapping] | None = None,
+        edited_files: Callable[[str], list[str]] | None = None,
     ):
         self.config = config
         self.sources: dict[str, Source] = {}
@@ -81,6 +90,10 @@ class Datasets:
                 self.sources[name] = open_source(name, entry, config.get("conversion"))
             except DatasetError as exc:
                 self.problems.append(f"robopipe: {exc}")
+        self.edited = [name for name in edited or {} if name not in config["datasets"]]
+        for name in self.edited:
+            self.sources[name] = EditedV30(name, edited[name], config.get("conversion"))
+        self._edited_files = edited_files
         self._checkpoint_plan = checkpoint_plan
         self._refuse = refuse
         self._in_job = in_job
@@ -95,7 +108,12 @@ class Datasets:
         return self.sources[name]
 
     def names(self) -> list[str]:
-        """Every configured dataset, in config order."""
+        """Every dataset: the configured ones in config order, then the edits' outputs."""
+        return list(self.config["datasets"]) + self.edited
+
+    def configured(self) -> list[str]:
+        """The datasets of ``datasets:`` (what ``snakemake convert`` makes), in config
+        order."""
         return list(self.config["datasets"])
 
     def plan(self, name: str) -> Plan:
@@ -246,10 +264,17 @@ class Datasets:
 
     def files(self, name: str) -> tuple[list[str], list[str]]:
         """The data and video files of the dataset's v3.0 dataset, relative to its root: a
-        converted one's planned files, a v3.0 source's own."""
+        converted one's planned files, an edit output's from its plan, a v3.0 source's
+        own."""
         source = self[name]
         if source.converted:
             return targets.plan_files(self.plan(name))
+        if name in self.edited:
+            paths = self._edited_files(name)
+            return (
+                sorted(p for p in paths if p.startswith("data/")),
+                sorted(p for p in paths if p.startswith("videos/")),
+            )
         return source.files()
 
     def conversion_benchmarks(self, name: str) -> list[str]:
