@@ -18,7 +18,7 @@ import pytest
 from robopipe.checks.rules import timestamp_error
 from robopipe.checks.v30 import check_v30
 from robopipe.conversion.serial import convert_dataset
-from robopipe.conversion.validate import same_bits
+from robopipe.conversion.validate import bits_digest, same_bits
 from robopipe.stats import compute_episode_stats
 
 STATE = "observation.state"
@@ -152,6 +152,34 @@ def test_same_bits_compares_floats_by_their_bits():
     assert not same_bits(column([[nan, 1.0]], vectors), column([[nan, 2.0]], vectors))
     assert not same_bits(column([1.0]), column([1.0], pa.float64()))  # the type counts
     assert same_bits(column(["a", None], pa.string()), column(["a", None], pa.string()))
+
+
+def test_bits_digest_agrees_with_same_bits_however_the_rows_are_chunked():
+    nan = float("nan")
+    payload = float(np.array([0x7FC00001], np.uint32).view(np.float32)[0])
+    vectors = pa.list_(pa.float32(), 2)
+
+    def table(values, states, names=None):
+        return pa.table({"v": pa.array(values, pa.float32()), "s": pa.array(states, vectors),
+                         "n": pa.array(names or ["a"] * len(values), pa.string())})  # fmt: skip
+
+    whole = table([nan, 1.0, None, 3.0], [[nan, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]])
+    pieces = pa.concat_tables([whole.slice(0, 1), whole.slice(1, 3)])
+    assert pieces.column(0).num_chunks == 2
+    assert bits_digest(pieces) == bits_digest(whole)
+    assert bits_digest(whole.slice(1, 2)) == bits_digest(pa.concat_tables([whole.slice(1, 2)]))
+    for other in (
+        table([payload, 1.0, None, 3.0], [[nan, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]),
+        table([nan, -0.0, None, 3.0], [[nan, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]),
+        table([nan, 1.0, 2.0, 3.0], [[nan, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]]),
+        table([nan, 1.0, None, 3.0], [[nan, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 8.0]]),
+        table([nan, 1.0, None, 3.0], [[nan, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 7.0]],
+              ["a", "a", "a", "b"]),
+    ):  # fmt: skip
+        assert not all(same_bits(a, b) for a, b in zip(other.columns, whole.columns, strict=True))
+        assert bits_digest(other) != bits_digest(whole)
+    renamed = whole.rename_columns(["w", "s", "n"])
+    assert bits_digest(renamed) != bits_digest(whole)
 
 
 def test_a_nan_timestamp_is_infinitely_off():

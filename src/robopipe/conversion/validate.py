@@ -24,6 +24,7 @@ these is never published.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterator
@@ -206,6 +207,42 @@ def same_bits(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
     return pa.chunked_array([c.view(bits) for c in a.chunks], bits).equals(
         pa.chunked_array([c.view(bits) for c in b.chunks], bits)
     )
+
+
+def bits_digest(table: pa.Table) -> bytes:
+    """A SHA-256 of a table's column names, types and values bit for bit, as
+    :func:`same_bits` compares them (each float as the bits the file holds; a null's value
+    not counted): two tables of equal columns by :func:`same_bits` have equal digests, however
+    their columns are chunked or sliced. For a proof that must not hold two files' rows (or
+    footers) at once: digest what is written, then what is read back."""
+    hashed = hashlib.sha256()
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        hashed.update(f"{name}\0{column.type}\0{len(column)}\0".encode())
+        bits = _bits_type(column.type)
+        chunks = [c if bits == column.type else c.view(bits) for c in column.chunks]
+        _digest_array(hashed, pa.concat_arrays(chunks) if chunks else pa.array([], bits))
+    return hashed.digest()
+
+
+def _digest_array(hashed, array: pa.Array) -> None:
+    # the nulls, then the values under the valid slots: the layout's own buffers are not
+    # hashed (a slice's offset and a validity buffer without nulls would count)
+    if array.null_count:
+        hashed.update(np.packbits(array.is_null().to_numpy(zero_copy_only=False)).tobytes())
+    kind = array.type
+    if pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        if not pa.types.is_fixed_size_list(kind):
+            lengths = array.value_lengths().fill_null(0)
+            hashed.update(lengths.to_numpy(zero_copy_only=False).tobytes())
+        _digest_array(hashed, array.flatten())
+    elif pa.types.is_struct(kind):
+        for child in array.flatten():
+            _digest_array(hashed, child)
+    elif pa.types.is_primitive(kind) and not pa.types.is_boolean(kind):
+        values = array.fill_null(pa.scalar(0, kind)) if array.null_count else array
+        hashed.update(values.to_numpy(zero_copy_only=False).tobytes())
+    else:  # booleans, strings, binary, anything else: as Python values
+        hashed.update(repr(array.to_pylist()).encode())
 
 
 def _bits_type(type_: pa.DataType) -> pa.DataType:

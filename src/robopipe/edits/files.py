@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from robopipe.atomic import atomic_path, link_or_copy, write_json
 from robopipe.conversion.aggregate import episode_slices
-from robopipe.conversion.validate import same_bits
+from robopipe.conversion.validate import bits_digest
 from robopipe.edits.plan import EditFile, EditPlan
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_meta
@@ -38,8 +38,11 @@ def write_data_file(plan: EditPlan, chunk: int, file: int, output: Path, report:
     Each kept episode's rows are copied from the input file with ``episode_index``, ``index``
     and ``task_index`` set to the output's, one parquet row group per episode (as lerobot's
     recorder and robopipe's conversion write). The input is read ``BATCH_ROWS`` rows at a
-    time, so memory holds one episode and one batch. Then every output row group is read back
-    and compared with the input episode's rows, every column.
+    time, so memory holds one episode and one batch, and each episode's rows are digested as
+    written (:func:`robopipe.conversion.validate.bits_digest`). Then every output row group
+    is read back and its digest compared with its episode's, every column bit for bit. The
+    two files' footers (about 8 KB an episode each in memory, one row group an episode) are
+    never held at once: the input's is freed before the writer's is made.
 
     Returns (and writes to ``report``): ``{"file", "source", "episodes", "rows", "linked"}``,
     and for ``recompute_stats`` ``"episode_stats"`` (:func:`recomputed_episode_stats`).
@@ -56,25 +59,13 @@ def write_data_file(plan: EditPlan, chunk: int, file: int, output: Path, report:
         with atomic_path(output) as tmp:
             link_or_copy(source, tmp)
     else:
-        # one reader of the input for both passes: its footer (about 7 KB per episode of the
-        # file, one row group each) is parsed once
-        parquet = pq.ParquetFile(source)
         with atomic_path(output) as tmp:
-            writer = None
-            try:
-                for _, table in _episode_tables(plan, f, parquet, source):
-                    if writer is None:
-                        writer = pq.ParquetWriter(tmp, table.schema)
-                    writer.write_table(table, row_group_size=max(table.num_rows, 1))
-            finally:
-                if writer is not None:
-                    writer.close()
+            digests = _write_rows(plan, f, source, tmp)
         written = pq.ParquetFile(output)
-        if written.num_row_groups != f.stop - f.first:
+        if written.num_row_groups != len(digests):
             raise DatasetError(name, "row groups differ from the episodes", file=output)
-        for group, (episode, expected) in enumerate(_episode_tables(plan, f, parquet, source)):
-            got = written.read_row_group(group, use_threads=False)
-            if not _same_rows(got, expected.cast(got.schema)):
+        for group, (episode, digest) in enumerate(digests):
+            if bits_digest(written.read_row_group(group, use_threads=False)) != digest:
                 raise DatasetError(
                     name, "rows differ from the input's", episode=episode, file=output
                 )
@@ -91,12 +82,23 @@ def write_data_file(plan: EditPlan, chunk: int, file: int, output: Path, report:
     return result
 
 
-def _same_rows(got: pa.Table, expected: pa.Table) -> bool:
-    """Every column bit for bit (:func:`robopipe.conversion.validate.same_bits`: a NaN equals
-    itself, which Arrow's ``equals`` denies)."""
-    return got.column_names == expected.column_names and all(
-        same_bits(got.column(name), expected.column(name)) for name in got.column_names
-    )
+def _write_rows(plan: EditPlan, f: EditFile, source: Path, path: Path) -> list[tuple[int, bytes]]:
+    """Write output data file ``f``'s episodes to ``path`` from the input file ``source``;
+    returns (output episode, :func:`bits_digest` of its rows) per row group, in order. The
+    input's reader is freed before the writer closes, whose footer then takes its memory."""
+    parquet = pq.ParquetFile(source)
+    digests, writer = [], None
+    try:
+        for episode, table in _episode_tables(plan, f, parquet, source):
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema)
+            writer.write_table(table, row_group_size=max(table.num_rows, 1))
+            digests.append((episode, bits_digest(table)))
+        del parquet
+    finally:
+        if writer is not None:
+            writer.close()
+    return digests
 
 
 def recomputed_episode_stats(plan: EditPlan, path: Path) -> list[dict]:
@@ -127,7 +129,9 @@ def _episode_tables(
     """(output episode, its rows as the output holds them) for each episode of ``f``, read
     from ``parquet``, the input file ``source``."""
     e = plan.episodes
-    index = parquet.read(columns=["index"], use_threads=False).column(0).to_numpy()
+    index = np.concatenate(
+        [batch.column(0).to_numpy() for batch in _batches(parquet, ["index"])] or [[]]
+    ).astype(np.int64, copy=False)
     task_map = np.asarray(plan.task_maps[f.source], np.int64)
     wanted = []
     for episode in range(f.first, f.stop):
@@ -140,7 +144,7 @@ def _episode_tables(
                 file=source,
             )
         wanted.append((episode, start, start + length))
-    batches = parquet.iter_batches(batch_size=BATCH_ROWS, use_threads=False)
+    batches = _batches(parquet)
     held, held_start = [], 0  # batches from row held_start on
     for episode, start, stop in wanted:
         pieces, position = [], held_start
@@ -161,6 +165,23 @@ def _episode_tables(
         table = pa.Table.from_batches(pieces, schema=parquet.schema_arrow)
         table = table.drop_columns([c for c in plan.removed if c in table.column_names])
         yield episode, _reindexed(table, episode, e, task_map)
+
+
+def _batches(parquet: pq.ParquetFile, columns: list[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The file's rows in order, in batches of at most ``BATCH_ROWS``, read a run of row
+    groups of about that many rows at a time: one ``iter_batches`` over every row group of a
+    file of one row group per episode holds reader state per row group (80 MB more at 18,000
+    episodes), a run's only that run's."""
+    metadata = parquet.metadata
+    run, rows = [], 0
+    for group in range(metadata.num_row_groups):
+        run.append(group)
+        rows += metadata.row_group(group).num_rows
+        if rows >= BATCH_ROWS or group == metadata.num_row_groups - 1:
+            yield from parquet.iter_batches(
+                batch_size=BATCH_ROWS, row_groups=run, columns=columns, use_threads=False
+            )
+            run, rows = [], 0
 
 
 def _reindexed(table: pa.Table, episode: int, e: dict, task_map: np.ndarray) -> pa.Table:
