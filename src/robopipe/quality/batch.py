@@ -304,17 +304,23 @@ class _Collected:
     def finish(self) -> None:
         """Join the blocks and order the rows by episode index (partials come in any
         order)."""
-        order = np.argsort(np.asarray(self.rows, np.int64), kind="stable")
-        self.rows = np.asarray(self.rows, np.int64)[order]
-        self.hashes = [self.hashes[i] for i in order]
-        self.signatures = (
-            np.concatenate(self.signatures)[order] if self.signatures else np.zeros((0, 0))
-        )
-        for name, blocks in self._blocks.items():
-            joined = np.concatenate(blocks)
-            if len(joined) == len(order):
-                self._arrays[name] = joined[order]
-        self._blocks = {}
+        rows = np.asarray(self.rows, np.int64)
+        order = np.argsort(rows, kind="stable")
+        # partials in episode order (the jobs' usual order) need no reordered copy
+        ordered = bool(np.array_equal(order, np.arange(len(order))))
+
+        def joined(blocks: list[np.ndarray]) -> np.ndarray:
+            array = np.concatenate(blocks)
+            blocks.clear()  # each block freed as soon as it is joined
+            return array if ordered else array[order]
+
+        self.rows = rows[order]
+        self.hashes = self.hashes if ordered else [self.hashes[i] for i in order]
+        self.signatures = joined(self.signatures) if self.signatures else np.zeros((0, 0))
+        for name in list(self._blocks):
+            blocks = self._blocks.pop(name)
+            if sum(len(b) for b in blocks) == len(order):
+                self._arrays[name] = joined(blocks)
 
     @property
     def features(self) -> set[str]:
@@ -444,21 +450,22 @@ def _check_rows(found: list[dict], options: QualityOptions) -> list[dict]:
 def _write_episodes(path: Path, lengths: dict[int, int], found: list[dict]) -> None:
     """episodes.parquet: ``episode_index``, ``length`` and per check the episode's worst
     severity (``""`` for none)."""
-    episodes = sorted(lengths)
-    position = {e: i for i, e in enumerate(episodes)}
-    worst = {name: [""] * len(episodes) for name in ALL_CHECKS}
+    episodes = np.array(sorted(lengths), np.int64)
+    # per check, each episode's worst severity as its rank (one byte an episode)
+    worst = {name: np.zeros(len(episodes), np.int8) for name in ALL_CHECKS}
     for f in found:
         episode = f["episode_index"]
-        if episode is None or episode not in position or f["check"] not in worst:
+        if episode is None or f["check"] not in worst:
             continue
-        column, i = worst[f["check"]], position[episode]
-        if SEVERITY_RANK[f["severity"]] > SEVERITY_RANK[column[i]]:
-            column[i] = f["severity"]
+        i = int(np.searchsorted(episodes, episode))
+        if i < len(episodes) and episodes[i] == episode:
+            worst[f["check"]][i] = max(worst[f["check"]][i], SEVERITY_RANK[f["severity"]])
+    names = np.array(sorted(SEVERITY_RANK, key=SEVERITY_RANK.get))  # by rank
     table = pa.table(
         {
             "episode_index": pa.array(episodes, pa.int64()),
-            "length": pa.array([lengths[e] for e in episodes], pa.int64()),
-            **{name: pa.array(worst[name], pa.string()) for name in ALL_CHECKS},
+            "length": pa.array([lengths[int(e)] for e in episodes], pa.int64()),
+            **{name: pa.array(names[worst[name]], pa.string()) for name in ALL_CHECKS},
         }
     )
     with atomic_path(path) as tmp:
@@ -689,7 +696,9 @@ def _duplicates(collected: _Collected, checks: EpisodeChecks) -> list[dict]:
              if k in collected.features]  # fmt: skip
     scale = np.repeat(np.concatenate(spans), SIGNATURE_POINTS)
     scale = np.where(np.isfinite(scale) & (scale > 0), scale, 1.0)
-    signatures = collected.signatures.astype(np.float64) / scale
+    # float32 as stored (8 bytes an episode and dimension in float64: 270 MB more at 80,000
+    # episodes, with the intermediate); the cells are cut in float64, a block at a time
+    signatures = collected.signatures / scale.astype(np.float32)
     lengths = np.array([collected.lengths[int(e)] for e in rows], dtype=np.float64)
     tolerance = checks.options.duplicate_tolerance
     flagged: set[int] = set(exact)
@@ -735,7 +744,7 @@ def _cell_keys(signatures: np.ndarray, offsets: np.ndarray) -> list[int]:
     multipliers = odd | np.uint64(1)
     keys: list[int] = []
     for start in range(0, len(signatures), DUPLICATE_ROWS):
-        block = signatures[start : start + DUPLICATE_ROWS]
+        block = signatures[start : start + DUPLICATE_ROWS].astype(np.float64)
         cells = np.floor(block / DUPLICATE_CELL + offsets).astype(np.int64).view(np.uint64)
         with np.errstate(over="ignore"):
             keys += (cells * multipliers).sum(axis=1, dtype=np.uint64).tolist()
