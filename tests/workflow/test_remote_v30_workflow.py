@@ -166,3 +166,30 @@ def test_the_check_job_retries_within_the_datasets_budget(v30, tmp_path, run_sna
     assert json.loads((tmp_path / "many/results/ds/check.json").read_text())["ok"]
     assert file_tree(tmp_path / "many" / copy) == file_tree(v30)
     assert len(injected) == 4, injected
+
+
+def test_an_edit_of_a_remote_v30_dataset_reads_its_local_copy(
+    v30, hub, tmp_path, run_snakemake, file_tree
+):
+    """A remote v3.0 input of an edit is a dataset of the config (`url:` here): the edit
+    reads its checked local copy (rule local_copy), and its output equals the same edit of
+    the folder the stand-in serves. A URL as `source:` itself is refused, naming the way."""
+    from robopipe.edits.serial import edit_dataset
+
+    standin, env = hub(v30)
+    url = standin.url("local/ds", "main")
+    operation = {"type": "delete_episodes", "episode_indices": [1]}
+    config = {
+        "datasets": {"ds": {"url": url, "storage_options": {"endpoint": standin.endpoint}}},
+        "edits": {"ds_clean": {"source": "ds", "operation": operation}},
+    }
+    work = tmp_path / "work"
+    run_snakemake(work, config, "--cores", "2", "edit", env=env)
+    edit_dataset(operation, [v30], tmp_path / "expected")
+    assert file_tree(work / "results/ds_clean/v3.0") == file_tree(tmp_path / "expected")
+    assert file_tree(work / "results/ds/local_copy") == file_tree(v30)
+
+    config["edits"]["ds_clean"]["source"] = url
+    refused = run_snakemake(tmp_path / "bare", config, "-n", "edit", env=env, check=False)
+    assert refused.returncode != 0
+    assert "a remote v3.0 input is a dataset of the config" in refused.stderr

@@ -2,7 +2,8 @@
 inputs, and what is wrong with it, decided at parse time before any job runs.
 
 An edit's ``source`` (and each of a merge's ``sources``) is a dataset of the config (its v3.0:
-published, or read where it is), the output of another edit, or a local v3.0 folder. Each
+published, or its local copy for a remote v3.0 one), the output of another edit, or a local
+v3.0 folder. Each
 output is a dataset of its own (:func:`edited_entries`): checked, benchmarked, reported and
 pushed like the configured ones.
 """
@@ -179,6 +180,13 @@ class Edits:
         for source in sources:
             if source in self.outputs or source in self.datasets:
                 continue
+            if "://" in source:
+                return self._problem(
+                    name,
+                    f"source {source!r}: a remote v3.0 input is a dataset of the config "
+                    f"(datasets: <name>: {{url: {source}}}, or repo_id:), named here by its "
+                    "name; the edit reads its checked local copy",
+                )
             if not os.path.isfile(os.path.join(source, INFO_PATH)):
                 return self._problem(
                     name,
