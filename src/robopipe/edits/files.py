@@ -247,8 +247,10 @@ def write_video_file(
         track = plain_track(source)
         if track is None:
             raise DatasetError(name, "not a plain mp4 (no packet index to cut it by)", file=source)
+        by_pts = np.argsort(track.pts, kind="stable")  # once: each episode a binary search
+        in_pts_order = (by_pts, track.pts[by_pts])
         runs = [
-            _episode_packets(name, source, track, int(row), a, b, int(length))
+            _episode_packets(name, source, track, in_pts_order, int(row), a, b, int(length))
             for row, a, b, length in zip(
                 rows, froms, tos, plan.episodes["length"][f.first : f.stop], strict=True
             )
@@ -288,13 +290,25 @@ def write_video_file(
 
 
 def _episode_packets(
-    name: str, source: Path, track: Track, episode: int, start_s: float, stop_s: float, length: int
+    name: str,
+    source: Path,
+    track: Track,
+    in_pts_order: tuple[np.ndarray, np.ndarray],
+    episode: int,
+    start_s: float,
+    stop_s: float,
+    length: int,
 ) -> tuple[int, int, int, int]:
     """(first, stop, from_ticks, to_ticks): the packets of one input episode, in decode
-    order, and its span in the input file (``from_timestamp``, ``to_timestamp``) in ticks."""
+    order, and its span in the input file (``from_timestamp``, ``to_timestamp``) in ticks.
+    ``in_pts_order``: the packets' indices in pts order (a stable ``argsort``) and their pts,
+    so that finding an episode's packets costs a binary search, not a pass over every packet
+    of the file (18,000 such passes of 860,000 packets took 31 s)."""
     lo = round(Fraction(float(start_s)) * track.timescale)
     hi = round(Fraction(float(stop_s)) * track.timescale)
-    inside = np.flatnonzero((track.pts >= lo) & (track.pts < hi))
+    by_pts, pts = in_pts_order
+    a, b = np.searchsorted(pts, [lo, hi])
+    inside = np.sort(by_pts[a:b])
     if len(inside) != length or (len(inside) and inside[-1] - inside[0] + 1 != length):
         raise DatasetError(
             name,
@@ -347,9 +361,8 @@ def _cut(source: Path, track: Track, runs, output: Path, episodes: list[int]):
         for episode, (first, stop, from_ticks, to_ticks) in zip(episodes, runs, strict=True):
             at = int(track.offsets[first:stop].min())
             data_file.seek(at)
-            data = memoryview(
-                data_file.read(int((track.offsets + track.sizes)[first:stop].max()) - at)
-            )
+            ends = track.offsets[first:stop] + track.sizes[first:stop]
+            data = memoryview(data_file.read(int(ends.max()) - at))
             digest = PacketDigest()
             digest.add_track(data, track, first, stop, at=at, offset=from_ticks)
             digests.append(digest)
