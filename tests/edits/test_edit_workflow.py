@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -219,6 +220,10 @@ def test_an_edits_output_is_a_dataset_checked_pushed_and_benchmarked(
             **quick_bench,
         },
     }  # fmt: skip
+    dry = run_snakemake(tmp_path / "dry", config, "convert", "-n", "--quiet", "rules")
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.M))
+    assert counts.get("publish") == "1", dry.stdout
+    assert not [rule for rule in counts if rule.startswith("edit_")]  # datasets: only
     targets = ["edit", "push", f"results/bench/x_clean/{scenario}.json"]
     run_snakemake(tmp_path, config, "--cores", "2", *targets)
     results = tmp_path / "results"
