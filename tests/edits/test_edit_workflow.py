@@ -224,7 +224,8 @@ def test_an_edits_output_is_a_dataset_checked_pushed_and_benchmarked(
     counts = dict(re.findall(r"^(\w+)\s+(\d+)$", dry.stdout, re.M))
     assert counts.get("publish") == "1", dry.stdout
     assert not [rule for rule in counts if rule.startswith("edit_")]  # datasets: only
-    targets = ["edit", "push", f"results/bench/x_clean/{scenario}.json"]
+    copy = "results/x_clean/copies/original"  # its files listed from the edit's plan
+    targets = ["edit", "push", f"results/bench/x_clean/{scenario}.json", f"{copy}/copy.json"]
     run_snakemake(tmp_path, config, "--cores", "2", *targets)
     results = tmp_path / "results"
     report = json.loads((results / "x_clean/quality/quality.json").read_text())
@@ -234,5 +235,8 @@ def test_an_edits_output_is_a_dataset_checked_pushed_and_benchmarked(
     assert _episodes(results / "x_fixed/v3.0") == clean[:2] + clean[3:]
     assert file_tree(pushed) == file_tree(results / "x_clean/v3.0")
     assert json.loads((results / f"bench/x_clean/{scenario}.json").read_text())["samples"] > 0
+    copied, clean = file_tree(tmp_path / copy / "v3.0"), file_tree(results / "x_clean/v3.0")
+    files = {p: h for p, h in clean.items() if not p.startswith("meta/")}
+    assert files and {p: copied.get(p) for p in files} == files
     again = run_snakemake(tmp_path, config, "-n", *targets)
     assert "Nothing to be done" in again.stdout + again.stderr

@@ -63,9 +63,9 @@ DATASETS = Datasets(
     in_job=workflow.remote_exec,
     saved_plans=PARSE_TIME_PLAN_FILE,
     edited=edited_entries(config),
-    edited_files=lambda name: load_edit_plan(
-        checkpoints.edit_plan.get(dataset=name).output[0]
-    ).file_paths(),
+    edited_files=lambda name: targets.plan_files(
+        load_edit_plan(checkpoints.edit_plan.get(dataset=name).output[0])
+    ),
 )
 if DATASETS.problems:
     stop(DATASETS.problems)

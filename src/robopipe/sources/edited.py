@@ -27,7 +27,8 @@ class EditedV30(LocalV30):
         return ""
 
     def files(self) -> tuple[list[str], list[str]]:
-        """Not known here: the edit's plan lists them (robopipe.edits.plan.EditPlan.files).
+        """Not known here: the edit's plan lists them (``Datasets.files``, from the
+        ``edit_plan`` checkpoint).
 
         Raises:
             NotImplementedError: always.

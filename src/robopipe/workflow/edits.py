@@ -3,9 +3,8 @@ inputs, and what is wrong with it, decided at parse time before any job runs.
 
 An edit's ``source`` (and each of a merge's ``sources``) is a dataset of the config (its v3.0:
 published, or its local copy for a remote v3.0 one), the output of another edit, or a local
-v3.0 folder. Each
-output is a dataset of its own (:func:`edited_entries`): checked, benchmarked, reported and
-pushed like the configured ones.
+v3.0 folder. Each output is a dataset of its own (:func:`edited_entries`): checked,
+benchmarked, reported and pushed like the configured ones.
 """
 
 from __future__ import annotations

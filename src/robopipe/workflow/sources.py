@@ -63,8 +63,9 @@ class Datasets:
             edits.edited_entries), each an :class:`~robopipe.sources.edited.EditedV30`
             after the configured ones (a name that a configured dataset has is left out:
             the edits refuse it).
-        edited_files: the output files of such a dataset, relative to its root, from its
-            edit's plan (the rules: read after the ``edit_plan`` checkpoint).
+        edited_files: the data and video files of such a dataset, relative to its root,
+            from its edit's plan (the rules: :func:`robopipe.workflow.targets.plan_files` of
+            the ``edit_plan`` checkpoint's plan).
 
     A source whose version cannot be read (a remote info.json) is left out of the sources and
     named in :attr:`problems`, one ``robopipe: ...`` line each. Parse-time plans are made once;
@@ -80,7 +81,7 @@ class Datasets:
         in_job: bool = False,
         saved_plans: str | None = None,
         edited: Mapping[str, Mapping] | None = None,
-        edited_files: Callable[[str], list[str]] | None = None,
+        edited_files: Callable[[str], tuple[list[str], list[str]]] | None = None,
     ):
         self.config = config
         self.sources: dict[str, Source] = {}
@@ -270,11 +271,7 @@ class Datasets:
         if source.converted:
             return targets.plan_files(self.plan(name))
         if name in self.edited:
-            paths = self._edited_files(name)
-            return (
-                sorted(p for p in paths if p.startswith("data/")),
-                sorted(p for p in paths if p.startswith("videos/")),
-            )
+            return self._edited_files(name)
         return source.files()
 
     def conversion_benchmarks(self, name: str) -> list[str]:

@@ -89,7 +89,9 @@ def data_file_shards(plan: Plan, dataset: str, chunk: int, file: int) -> list[st
 
 
 def plan_files(plan: Plan) -> tuple[list[str], list[str]]:
-    """The planned data files and video files (every camera's), relative to the dataset root."""
+    """The planned data files and video files (every camera's), relative to the dataset root:
+    of a conversion's plan, or of an edit's (``robopipe.edits.plan.EditPlan``: the same
+    ``data_files`` and ``video_files``)."""
     data = [data_path(f.chunk, f.file) for f in plan.data_files]
     videos = [
         video_path(key, f.chunk, f.file) for key, files in plan.video_files.items() for f in files
