@@ -56,6 +56,7 @@ def test_scenario_result_follows_schema(v30, tmp_path, scenario, monkeypatch):
     share = result["network_wait_share"]
     assert (share is not None) == remote and (share is None or 0 <= share < 1)
     assert result["gop_cache_mb"] == (64 if remote and "_map_" in scenario else None)
+    assert result["gop_ahead"] == (6 if remote and "_map_" in scenario else None)
     assert result["batch_buffer_mb"] == 512
     tiny_batch_mb = 4 * frames_per_sample * 32 * 48 * 3 / 2**20  # batch 4 of 32x48 RGB frames
     assert result["batch_mb"] == pytest.approx(tiny_batch_mb)

@@ -189,3 +189,48 @@ def test_gop_cache_mb_is_checked(larger):
     with pytest.raises(ValueError, match="gop_cache_mb"):
         MapDataset(larger, gop_cache_mb=-1)
     assert MapDataset(larger).gops is None  # a local path reads the files directly
+
+
+def test_a_fetch_after_a_prefetch_asks_for_nothing_more(larger):
+    meta = read_meta(larger)
+    cache = GopCache(meta, max_mb=64, counters=Counters())
+    relative = meta.video_file(meta.video_keys[0], 0)
+    ts = np.asarray(meta.episodes[f"videos/{meta.video_keys[0]}/from_timestamp"][1:4], float)
+    requests = [(relative, ts + 0.2)]
+    cache.prefetch(requests)
+    waiting = cache.fetch(requests)  # in flight or done: waited for, not asked again
+    if waiting is not None:
+        waiting.result(timeout=30)
+    assert cache.cached(requests)
+    fetched = cache.stats["gop_fetches"]
+    assert fetched >= 1
+    cache.prefetch(requests)  # held: nothing to do
+    assert cache.fetch(requests) is None and cache.stats["gop_fetches"] == fetched
+
+
+def test_a_fetch_waits_for_the_prefetch_that_brings_its_gops(larger, monkeypatch):
+    import threading
+
+    from robopipe.loading import gop_cache
+
+    meta = read_meta(larger)
+    cache = GopCache(meta, max_mb=64, counters=Counters())
+    relative = meta.video_file(meta.video_keys[0], 0)
+    ts = np.asarray(meta.episodes[f"videos/{meta.video_keys[0]}/from_timestamp"][3:4], float)
+    requests = [(relative, ts + 0.2)]  # past the pinned head
+    release, calls = threading.Event(), []
+    real = gop_cache.try_ranges
+
+    def slow(*args):  # the prefetch's attempt is held until released
+        calls.append(args[1])
+        if len(calls) == 1:
+            assert release.wait(30)
+        return real(*args)
+
+    monkeypatch.setattr(gop_cache, "try_ranges", slow)
+    cache.prefetch(requests)
+    waiting = cache.fetch(requests)
+    assert waiting is not None and not waiting.done() and not cache.cached(requests)
+    release.set()
+    waiting.result(timeout=30)
+    assert cache.cached(requests) and len(calls) == 1  # one request, the prefetch's

@@ -116,3 +116,17 @@ def test_kill_and_resume_over_nginx(rollover, tmp_path, loader):
         spec = RunSpec(loader, f"{base}/{rollover[1].name}", workers=2, seed=5)
         seen = check_resume(spec, tmp_path)
     assert sorted(seen) == list(range(read_meta(rollover[1]).num_frames))
+
+
+def test_an_epoch_sampler_with_look_ahead_names_the_next_batches():
+    import pickle
+
+    plain = [list(b) for b in EpochSampler(50, 8, seed=3)]
+    ahead = list(EpochSampler(50, 8, seed=3, ahead=2))
+    assert [list(b) for b in ahead] == plain  # the same batches
+    for n, batch in enumerate(ahead):
+        assert batch.ahead == plain[n + 1 : n + 3]
+    again = pickle.loads(pickle.dumps(ahead[0]))  # as a DataLoader sends it to a worker
+    assert again == ahead[0] and again.ahead == ahead[0].ahead
+    with pytest.raises(ValueError, match="ahead"):
+        EpochSampler(50, 8, ahead=-1)

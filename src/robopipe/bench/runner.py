@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import datetime
 import functools
+import itertools
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, DistributedSampler, RandomSampler
+from torch.utils.data import DataLoader
 
 from robopipe.bench.latency import FAULT_KINDS, Faults, delaying_proxy, is_loopback_http, through
 from robopipe.bench.measure import (
@@ -44,7 +45,7 @@ from robopipe.config_check import key_hint
 from robopipe.copies.encodings import LANCE
 from robopipe.jobs import slurm_job_start_seconds, startup_seconds
 from robopipe.layout import COPY_FILE, DEFAULT_TOLERANCE_S
-from robopipe.loading import collate, mode_delta_timestamps, read_meta
+from robopipe.loading import EpochSampler, collate, mode_delta_timestamps, read_meta
 from robopipe.loading.batches import batch_frame_mb, prefetch_factor_within
 from robopipe.peer_env import peer_python
 from robopipe.ranks import current_node
@@ -80,6 +81,10 @@ class Settings:
         gop_cache_mb: MiB of video GOPs each map-style worker caches from a remote source
             (``MapDataset(gop_cache_mb=...)``, 0: fsspec's readahead file); recorded in the
             result.
+        gop_ahead: batches of its own ahead of the current one whose GOPs each map-style
+            worker fetches in the background from a remote source (the batch sampler is an
+            ``EpochSampler(ahead=gop_ahead x workers)``); 0: none. Six of cr5's batches of 32
+            (about 1.3 s) hide a 429's ``Retry-After: 1``; recorded in the result.
         decoder_cache_size: decoders kept per process.
         seek_mode: torchcodec seek mode.
         tolerance_s: timestamp tolerance of decoded frames.
@@ -119,6 +124,7 @@ class Settings:
     shuffle_buffer: int = 1000
     prefetch_mb: float = 64.0
     gop_cache_mb: float = 64.0
+    gop_ahead: int = 6
     batches_in_flight_mb: float = 1024.0
     batch_buffer_mb: float = 512.0
     decoder_cache_size: int = 16
@@ -351,6 +357,11 @@ def run_scenario(
             if scenario.loader == "robopipe_map" and scenario.source != "local"
             else None
         ),
+        "gop_ahead": (
+            settings.gop_ahead
+            if scenario.loader == "robopipe_map" and scenario.source != "local"
+            else None
+        ),
         "batch_buffer_mb": measured.get("batch_buffer_mb"),
         "batches_in_flight_mb": measured.get("batches_in_flight_mb"),
         "batch_mb": measured.get("batch_mb"),
@@ -485,18 +496,36 @@ def _run_robopipe(
     ds = dataset_cls(url, **kwargs, **({"batch_size": settings.batch_size} if stream else {}))
     if stream:
         ds.streams(max(scenario.workers, 1))  # fails early if a worker would get no episode
+    # the map-style loader's batches name the next ones, whose GOPs its workers fetch ahead
+    sampler = None
+    if not stream:
+        ahead = settings.gop_ahead * max(scenario.workers, 1)
+        sampler = EpochSampler(
+            len(ds),
+            settings.batch_size,
+            seed=settings.seed,
+            rank=rank,
+            world_size=world_size,
+            ahead=ahead,
+        )
     loader = DataLoader(
         ds,
-        batch_size=None if stream else settings.batch_size,
-        sampler=None if stream else _sampler(ds, settings.seed, rank, world_size),
+        **({"batch_size": None} if stream else {"batch_sampler": sampler}),
         num_workers=scenario.workers,
         persistent_workers=scenario.workers > 0,
         multiprocessing_context="spawn" if scenario.decode == "cuda" and scenario.workers else None,
         collate_fn=collate,
         prefetch_factor=prefetch_factor,
     )
+    epochs = itertools.count()
+
+    def next_epoch(loader=loader) -> DataLoader:
+        if sampler is not None:
+            sampler.set_epoch(next(epochs))
+        return loader
+
     measured = measure_throughput(
-        lambda loader=loader: loader,
+        next_epoch,
         video_keys=meta.camera_keys,
         warmup_batches=settings.warmup_batches,
         steady_s=settings.steady_s,
@@ -535,12 +564,6 @@ def _run_robopipe(
 def _with_traffic(counters, traffic):
     """A snapshot of the loader's counters and the network's ``bytes_fetched``/``requests``."""
     return lambda: {**counters.totals(), **traffic.totals()}
-
-
-def _sampler(ds, seed: int, rank: int, world_size: int):
-    if world_size > 1:
-        return DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
-    return RandomSampler(ds, generator=torch.Generator().manual_seed(seed))
 
 
 def run_multi_node(

@@ -13,7 +13,11 @@ range) into an LRU cache bounded in bytes; neighbouring frames of a cached GOP c
 request. A range that failed (a 429 waiting out its ``Retry-After``, a reset) is retried on a
 background thread (:meth:`GopCache.fetch` returns that work as a future), so the frames whose
 GOPs came are decoded meanwhile (``MapDataset.__getitems__``: ready items first): one fault
-delays its own items, not the batch. Decoders read the mp4 through ``GopFile`` from that cache
+delays its own items, not the batch. :meth:`GopCache.prefetch` fetches the GOPs of later
+batches in the background (``MapDataset`` with an ``EpochSampler(ahead=...)``: a worker's next
+batches), so that a range that fails there (a 429's ``Retry-After: 1`` is five of cr5's
+batches) is retried while earlier batches decode, and a batch whose GOPs are still in flight
+waits for them instead of asking again. Decoders read the mp4 through ``GopFile`` from that cache
 (anything else, such as ffmpeg's probing reads when a decoder opens, falls back to a counted
 1 MiB block). Decoding is unchanged, so items are identical to a local read.
 """
@@ -37,6 +41,7 @@ from robopipe.loading.prefetch import REORDER_SAMPLES, Mp4Index, SpanFile, read_
 # short-seek threshold (32 KiB) instead of seeking (avio_seek), so GOPs one decoder call needs
 # (a window's frames) that lie closer than this are fetched as one range, gap included
 MERGE_GAP = 1 << 17
+PREFETCH_THREADS = 4  # background fetches of later batches' GOPs in flight at once, per process
 
 
 class RangeCache:
@@ -198,6 +203,9 @@ class GopCache:
         self._sizes: dict[str, int] = {}
         self._lock = threading.Lock()
         self._retrier: ThreadPoolExecutor | None = None  # created on first use, per process
+        self._prefetcher: ThreadPoolExecutor | None = None
+        self._pending: dict[str, list[tuple[int, int, Future]]] = {}  # prefetches in flight
+        self._keep: set = set()  # the latest fetch's ranges: never evicted by a prefetch
 
     def __getstate__(self):
         return {"meta": self.meta, "max_bytes": self.max_bytes, "counters": self.counters}
@@ -237,57 +245,117 @@ class GopCache:
                 needed[(path, start)] = max(end, needed.get((path, start), end))
         return needed
 
+    def _plan(self, needed: dict[tuple[str, int], int]):
+        """Sort the GOP ranges ``needed`` ((path, start) -> end): (the keys of the held ranges
+        covering some, the others merged where less than ``MERGE_GAP`` apart as (path, start,
+        end), the prefetches in flight that cover the rest (futures), their keys)."""
+        held, todo, waits, pending = set(), [], set(), set()
+        for (path, start), end in needed.items():
+            key = self.cache.covering(path, start, end)
+            if key is not None:
+                held.add(key)
+                continue
+            future = self._pending_cover(path, start, end)
+            if future is None:
+                todo.append((path, start, end))
+            else:
+                waits.add(future[0])
+                pending.add(future[1])
+        if todo:
+            paths, starts, ends = (list(column) for column in zip(*todo, strict=True))
+            todo = list(zip(*merge_offset_ranges(paths, starts, ends, MERGE_GAP), strict=True))
+        return held, todo, waits, pending
+
+    def _pending_cover(self, path: str, start: int, end: int):
+        """(future, key) of a prefetch in flight whose range holds ``[start, end)``, or None."""
+        with self._lock:
+            for s, e, future in self._pending.get(path, ()):
+                if s <= start and end <= e and not future.done():
+                    return future, (path, s)
+        return None
+
     def fetch(self, requests: list[tuple[str, np.ndarray]]) -> Future | None:
         """Make sure the GOPs of the frames at ``requests`` ((relative video path,
-        timestamps in the file (T,) float64 seconds)) are cached: their ranges, merged where
-        less than ``MERGE_GAP`` apart, that no held range covers are fetched in one
-        ``try_ranges`` call. The ranges whose attempt failed are requested again on a
-        background thread within the dataset's ``retry_budget``; the returned future (None
-        when none failed) is done once they are cached (:meth:`cached` tells which requests
-        are ready meanwhile).
+        timestamps in the file (T,) float64 seconds)) are cached: those that no held range
+        covers and no prefetch in flight will bring are fetched, merged where less than
+        ``MERGE_GAP`` apart, in one ``try_ranges`` call. The ranges whose attempt failed are
+        requested again on a background thread within the dataset's ``retry_budget``; the
+        returned future (None when none failed and no prefetch is awaited) is done once they
+        and the awaited prefetches are cached (:meth:`cached` tells which requests are ready
+        meanwhile).
 
         Raises:
             robopipe.retry.RemoteReadError: (from the future's ``result()``) a range failed
                 on every attempt of the dataset's ``retry_budget`` (a short body is one
-                failure).
+                failure), here or in the prefetch it waits for.
         """
         self._check_process()
-        needed = self._gop_ranges(requests)
-        if not needed:
+        held, missing, waits, pending = self._plan(self._gop_ranges(requests))
+        keep = held | pending | {(path, start) for path, start, _ in missing}
+        self._keep = keep
+        self.stats["gop_hits"] += len(held)
+        failed = self._fetch_once(missing, keep, waited=True) if missing else []
+        if not failed and not waits:
             return None
-        merged = merge_offset_ranges(
-            [p for p, _ in needed], [s for _, s in needed], list(needed.values()), MERGE_GAP
-        )
-        keep, missing = set(), []
-        for path, start, end in zip(*merged, strict=True):
-            key = self.cache.covering(path, start, end)
-            if key is None:
-                missing.append((path, start, end))
-            keep.add(key or (path, start))
-        self.stats["gop_hits"] += len(merged[0]) - len(missing)
-        if not missing:
-            return None
-        paths, starts, ends = (list(column) for column in zip(*missing, strict=True))
+        if self._retrier is None:
+            self._retrier = ThreadPoolExecutor(1, thread_name_prefix="gop-retry")
+        return self._retrier.submit(self._retry, failed, keep, waits)
+
+    def _fetch_once(self, ranges: list[tuple[str, int, int]], keep: set, waited=False) -> list:
+        """One ``try_ranges`` attempt at ``ranges``, the bytes cached: the failed ones as
+        (path, start, end, error). ``waited``: a batch waits for it (its seconds counted)."""
+        paths, starts, ends = (list(column) for column in zip(*ranges, strict=True))
         start_s = time.perf_counter()
         blobs = try_ranges(self.meta.fs, paths, starts, ends, self.meta.retry_budget)
-        waited = time.perf_counter() - start_s
-        self.counters.add(fetch_s=waited, wait_s=waited)
+        if waited:
+            seconds = time.perf_counter() - start_s
+            self.counters.add(fetch_s=seconds, wait_s=seconds)
         failed = []
         for path, start, end, blob in zip(paths, starts, ends, blobs, strict=True):
             if isinstance(blob, BaseException):
                 failed.append((path, start, end, blob))
             else:
                 self._add(path, start, blob, keep)
-        if not failed:
-            return None
-        if self._retrier is None:
-            self._retrier = ThreadPoolExecutor(1, thread_name_prefix="gop-retry")
-        return self._retrier.submit(self._retry, failed, keep)
+        return failed
 
-    def _retry(self, failed: list[tuple[str, int, int, BaseException]], keep: set) -> None:
+    def _retry(self, failed: list[tuple[str, int, int, BaseException]], keep: set, waits=()):
         for path, start, end, error in failed:
             data = read_range(self.meta.fs, path, start, end, self.meta.retry_budget, error)
             self._add(path, start, data, keep)
+        for future in waits:
+            future.result()
+
+    def prefetch(self, requests: list[tuple[str, np.ndarray]]) -> None:
+        """Start fetching, in the background, the GOPs of the frames at ``requests`` (as
+        :meth:`fetch`'s) that no held range covers and no prefetch in flight brings: one
+        ``try_ranges`` call, its failed ranges retried within the dataset's ``retry_budget``,
+        up to ``PREFETCH_THREADS`` such calls at once. The bytes go to the cache, below the
+        latest :meth:`fetch`'s ranges in its LRU order; a later :meth:`fetch` of them waits
+        for them. An error is raised only to a :meth:`fetch` that waits for the range."""
+        self._check_process()
+        _, missing, _, _ = self._plan(self._gop_ranges(requests))
+        if not missing:
+            return
+        with self._lock:
+            if self._prefetcher is None:
+                self._prefetcher = ThreadPoolExecutor(
+                    PREFETCH_THREADS, thread_name_prefix="gop-prefetch"
+                )
+            future = self._prefetcher.submit(self._prefetch, missing)
+            for path, start, end in missing:
+                self._pending.setdefault(path, []).append((start, end, future))
+        future.add_done_callback(lambda done: self._forget(done, missing))
+
+    def _prefetch(self, ranges: list[tuple[str, int, int]]) -> None:
+        keep = set(self._keep) | {(path, start) for path, start, _ in ranges}
+        self._retry(self._fetch_once(ranges, keep), keep)
+
+    def _forget(self, future: Future, ranges: list[tuple[str, int, int]]) -> None:
+        """Drop a finished prefetch's ranges from those in flight."""
+        with self._lock:
+            for path, _, _ in ranges:
+                kept = [p for p in self._pending.get(path, ()) if p[2] is not future]
+                self._pending[path] = kept
 
     def _add(self, path: str, start: int, data: bytes, keep: set) -> None:
         self.cache.add(path, start, data, keep=keep)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 
@@ -17,6 +18,8 @@ from robopipe.loading.decoder import DecoderCache
 from robopipe.loading.gop_cache import GopCache
 from robopipe.loading.items import ItemReader
 from robopipe.loading.selection import episode_frames, selected_episodes
+
+AHEAD_SEEN = 256  # batches whose GOPs a process remembers having prefetched
 
 
 class MapDataset(torch.utils.data.Dataset):
@@ -41,7 +44,11 @@ class MapDataset(torch.utils.data.Dataset):
     From a remote URL, videos are read through a per-process GOP cache
     (``robopipe.loading.gop_cache``): the GOPs a batch's frames need and no cached range holds
     are fetched in one concurrent call (about one round trip per batch, not one per frame),
-    and up to ``gop_cache_mb`` MiB of GOPs stay cached per process for later frames.
+    and up to ``gop_cache_mb`` MiB of GOPs stay cached per process for later frames. With an
+    ``EpochSampler(ahead=k)`` as ``batch_sampler``, each batch also names the ``k`` batches
+    after it, and a worker fetches the GOPs of its own among them (every ``num_workers``-th:
+    a DataLoader hands batches to its workers in turn) in the background while it decodes, so
+    a fault's retry (a 429's ``Retry-After``) is waited out ahead of the batch that needs it.
 
     Example::
 
@@ -104,6 +111,7 @@ class MapDataset(torch.utils.data.Dataset):
             self.reader.decoders = DecoderCache(
                 self.gops.open, old.max_size, old.device, old.seek_mode, self.reader.counters
             )
+        self._ahead_seen: OrderedDict[tuple[int, ...], None] = OrderedDict()  # prefetched
         self.columns, self._first_row = _read_data(self.meta, episodes)
         self.frames = episode_frames(self.meta, episodes)
         on_cpu = item_options.get("decode_device", "cpu") == "cpu"
@@ -184,10 +192,31 @@ class MapDataset(torch.utils.data.Dataset):
         located = [self._locate(int(i)) for i in indices]
         self.reader.counters.add(fetch_s=time.perf_counter() - start)
         rows, items = self._items(located)
+        self._prefetch_ahead(getattr(indices, "ahead", ()))
         if self.buffers is None or not located:
             by_row = dict(zip(rows, items, strict=True))
             return [by_row[row] for row in range(len(located))]
         return fill_batch(items, len(located), self.meta.camera_keys, self.buffers, rows=rows)
+
+    def _prefetch_ahead(self, ahead: Sequence[Sequence[int]]) -> None:
+        """Start fetching the GOPs of this process's batches among ``ahead`` (the batches
+        after the current one, in the sampler's order) that it has not asked for yet."""
+        if self.gops is None or not ahead:
+            return
+        info = torch.utils.data.get_worker_info()
+        workers = info.num_workers if info is not None else 1
+        requests = []
+        for batch in ahead[workers - 1 :: workers]:
+            key = tuple(batch)
+            if key in self._ahead_seen:
+                continue
+            self._ahead_seen[key] = None
+            for index in batch:
+                requests.extend(self.reader.video_requests(*self._locate(int(index))).values())
+        while len(self._ahead_seen) > AHEAD_SEEN:
+            self._ahead_seen.popitem(last=False)
+        if requests:
+            self.gops.prefetch(requests)
 
 
 def _read_data(meta, episodes) -> tuple[dict[str, np.ndarray], np.ndarray]:

@@ -27,6 +27,11 @@ class EpochSampler(EpochPosition, torch.utils.data.Sampler[list[int]]):
     new ``e`` starts that epoch from its first batch; with the current epoch it keeps the
     position (so a restored run's loop may call it).
 
+    Look-ahead: with ``ahead=k``, each batch is a :class:`Batch` whose ``ahead`` holds the
+    ``k`` batches after it in this epoch, so that ``MapDataset`` can fetch a remote source's
+    GOPs before they are asked for (its workers' own: every ``num_workers``-th). The batches
+    are the same as without.
+
     Args:
         length: the dataset's length (items ``0 .. length - 1``).
         batch_size: items per batch.
@@ -35,9 +40,11 @@ class EpochSampler(EpochPosition, torch.utils.data.Sampler[list[int]]):
         drop_last: drop the rank's last batch when it is shorter than ``batch_size``.
         rank, world_size: this process's place among the ranks (default: RANK / WORLD_SIZE
             environment variables, else 0 of 1).
+        ahead: batches after each one that it names (``Batch.ahead``); 0: plain lists.
 
     Raises:
-        ValueError: ``length`` < 1, ``batch_size`` < 1, or ``rank`` outside ``world_size``.
+        ValueError: ``length`` < 1, ``batch_size`` < 1, ``ahead`` < 0, or ``rank`` outside
+            ``world_size``.
     """
 
     def __init__(
@@ -50,9 +57,13 @@ class EpochSampler(EpochPosition, torch.utils.data.Sampler[list[int]]):
         drop_last: bool = False,
         rank: int | None = None,
         world_size: int | None = None,
+        ahead: int = 0,
     ) -> None:
         if length < 1 or batch_size < 1:
             raise ValueError(f"length and batch_size must be >= 1, got {length}, {batch_size}")
+        if ahead < 0:
+            raise ValueError(f"ahead must be >= 0, got {ahead}")
+        self.ahead = ahead
         self.rank, self.world_size = world_from_env(rank, world_size)
         self.length = length
         self.batch_size = batch_size
@@ -81,4 +92,19 @@ class EpochSampler(EpochPosition, torch.utils.data.Sampler[list[int]]):
         """The epoch's batches after the ``consumed`` ones (lists of int), fixed when called."""
         indices, size = self.indices().tolist(), self.batch_size
         starts = range(self.consumed * size, len(self) * size, size)
-        return iter([indices[start : start + size] for start in starts])
+        batches = [indices[start : start + size] for start in starts]
+        if self.ahead:
+            batches = [Batch(b, batches[n + 1 : n + 1 + self.ahead]) for n, b in enumerate(batches)]
+        return iter(batches)
+
+
+class Batch(list):
+    """A batch's item indices (a list of int) that also names the batches after it.
+
+    Attributes:
+        ahead: the next batches of the epoch, in order (lists of int).
+    """
+
+    def __init__(self, indices: list[int], ahead: list[list[int]]) -> None:
+        super().__init__(indices)
+        self.ahead = ahead
