@@ -175,8 +175,10 @@ def test_one_and_two_node_benchmark_scenarios_under_slurm(
     for result in (n1, n2, *n2["ranks"]):
         assert result["dispatch_s"] >= result["startup_to_measure_s"] - 1
     assert n1["start_skew_s"] is None
-    # the two ranks waited for each other and started measuring together
+    # the two ranks waited for each other: neither started measuring before the later one
+    # reached the barrier (how close together they then start is a figure, not a test)
     assert all(r["barrier_wait_s"] is not None for r in n2["ranks"])
     starts = [r["measure_start_unix"] for r in n2["ranks"]]
+    arrivals = [r["measure_start_unix"] - r["barrier_wait_s"] for r in n2["ranks"]]
+    assert min(starts) >= max(arrivals) - 0.01
     assert n2["start_skew_s"] == pytest.approx(max(starts) - min(starts))
-    assert n2["start_skew_s"] < 1.0
