@@ -18,6 +18,8 @@ import pytest
 
 from robopipe.conversion.serial import convert_dataset
 from robopipe.conversion.validate import same_bits
+from robopipe.edits import reencode
+from robopipe.edits.files import write_video_file
 from robopipe.edits.plan import make_edit_plan
 from robopipe.edits.serial import edit_dataset
 from robopipe.errors import DatasetError
@@ -245,36 +247,64 @@ def test_flagged_episodes_reads_the_quality_findings(make_v21, tmp_path):
     assert flagged_episodes(path, both, ("error", "warning"), conversion_plan=plan) == [0, 2]
 
 
-def _reencode_one_gop(path):
-    """Re-encode the mp4 at ``path`` in place as H.264 with a single keyframe (same pts)."""
+def _one_gop(path):
+    """Rewrite the mp4 at ``path`` in place with one keyframe flag, on its first packet (the
+    same packets otherwise): to a stream copy, every episode after the file's first then
+    starts inside that GOP, as in a file encoded in one pass across episodes."""
     import av
 
-    tmp = path.with_name("long_gop.mp4")
+    tmp = path.with_name("one_gop.mp4")
     with av.open(str(path)) as source, av.open(str(tmp), "w", format="mp4") as out:
         video = source.streams.video[0]
-        options = {"x264-params": "keyint=100000:scenecut=0", "bf": "0"}
-        stream = out.add_stream("libx264", rate=30, options=options)
-        stream.width, stream.height, stream.pix_fmt = video.width, video.height, "yuv420p"
+        stream = out.add_stream_from_template(video, opaque=True)
         stream.time_base = video.time_base
-        for frame in source.decode(video):
-            frame.pict_type = av.video.frame.PictureType.NONE
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
+        for n, packet in enumerate(p for p in source.demux(video) if p.size):
+            packet.is_keyframe = n == 0
+            packet.stream = stream
+            out.mux_one(packet)
+    assert read_track(tmp).keyframes.sum() == 1
     tmp.replace(path)
 
 
-def test_a_cut_inside_a_gop_is_refused(converted, tmp_path):
-    import shutil
-
+def test_a_cut_inside_a_gop_re_encodes_that_file_with_the_same_timestamps(converted, tmp_path):
     source = shutil.copytree(converted, tmp_path / "long_gop")
     meta = read_meta(str(source))
     key = meta.video_keys[0]
-    _reencode_one_gop(source / meta.video_file(key, 0))
+    _one_gop(source / meta.video_file(key, 0))
+    e = meta.episodes
+    in_file = np.flatnonzero(
+        (e[f"videos/{key}/chunk_index"] == 0) & (e[f"videos/{key}/file_index"] == 0)
+    )
+    before = _tree(source)
+    operation = {"type": "delete_episodes", "episode_indices": [int(in_file[0])]}
+    plan = make_edit_plan("x", operation, [source])
+    f = plan.video_files[key][0]
+    report = write_video_file(plan, key, f.chunk, f.file, tmp_path / "v.mp4", tmp_path / "r.json")
+    # the first kept episode starts inside the GOP that began in the deleted one
+    assert report["reencoded"] == 1 and report["reencoded_for"] == [0]
+    assert report["fidelity"]["frames_compared"] > 0 and report["fidelity"]["psnr_mean_db"] > 20
+    # each episode at the pts a stream copy gives it, a keyframe first
+    track = read_track(tmp_path / "v.mp4")
+    starts = [round(e["from_timestamp"] * track.timescale) for e in report["episodes"]]
+    assert track.keyframes[np.isin(track.pts, starts)].all()
+    assert len(track.pts) == sum(meta.episodes["length"][in_file[1:]])
+    # the whole edit: validated and published; the other camera's files stream-copied
+    edit_dataset(operation, [source], tmp_path / "out")
+    assert read_meta(str(tmp_path / "out")).num_episodes == meta.num_episodes - 1
+    assert _tree(source) == before
+
+
+def test_a_cut_inside_a_gop_of_another_codec_is_refused(converted, tmp_path, monkeypatch):
+    source = shutil.copytree(converted, tmp_path / "long_gop")
+    meta = read_meta(str(source))
+    key = meta.video_keys[0]
+    _one_gop(source / meta.video_file(key, 0))
+    monkeypatch.setattr(reencode, "REENCODERS", {"h264": "libx264"})  # no AV1 encoder
     second = int(np.flatnonzero(meta.episodes[f"videos/{key}/file_index"] == 0)[1])
-    with pytest.raises(DatasetError, match=rf"episode {second}: .*starts inside a GOP"):
+    with pytest.raises(DatasetError, match=r"needs the file re-encoded.*not av1"):
         edit_dataset({"type": "delete_episodes", "episode_indices": [0]}, [source],
                      tmp_path / "out")  # fmt: skip
-    assert not (tmp_path / "out").exists()
+    assert second >= 1 and not (tmp_path / "out").exists()
 
 
 LEROBOT_PYTHON = Path(__file__).resolve().parents[2] / ".venv-lerobot/bin/python"

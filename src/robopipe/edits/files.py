@@ -1,5 +1,6 @@
 """The jobs of an edit that write one output file each: a data file (rows reindexed) or a
-video file (stream copy), each then proven against its input file in the same process.
+video file (stream copy; re-encoded where a cut falls inside a GOP), each then proven against
+its input file in the same process.
 
 A file that keeps every episode of its input file and whose rows keep their indices is
 hard-linked (:func:`robopipe.atomic.link_or_copy`), no bytes copied.
@@ -19,6 +20,7 @@ from robopipe.atomic import atomic_path, link_or_copy, write_json
 from robopipe.conversion.aggregate import episode_slices
 from robopipe.conversion.validate import bits_digest
 from robopipe.edits.plan import EditFile, EditPlan
+from robopipe.edits.reencode import cuts_inside_a_gop, reencode_file
 from robopipe.errors import DatasetError
 from robopipe.formats.v30_reader import read_meta
 from robopipe.layout import data_path, video_path
@@ -207,7 +209,8 @@ def write_video_file(
     plan: EditPlan, video_key: str, chunk: int, file: int, output: Path, report: Path
 ) -> dict:
     """Write the output video file of ``video_key`` ``chunk``/``file`` to ``output`` by stream
-    copy, prove it, and write the proof and where each episode landed to ``report``.
+    copy (or by re-encoding where a cut falls inside a GOP), prove it, and write the proof and
+    where each episode landed to ``report``.
 
     A file that keeps every episode of its input file is that file, linked. Otherwise each
     kept episode's packets (those whose pts lie in its ``[from_timestamp, to_timestamp)`` of
@@ -217,15 +220,21 @@ def write_video_file(
     lerobot 0.6.1 does (each episode was encoded on its own and starts with a keyframe). Then
     the output's packets are digested per episode and compared with the input's: equal bytes,
     pts, dts and keyframe flags, so every kept frame decodes bit for bit as the input's.
+    Where a kept episode starts inside a GOP and the episode before it in the input is not
+    right before it in the output, the file is re-encoded instead
+    (:mod:`robopipe.edits.reencode`, the same timestamps), and its proof is each episode's
+    pts, a keyframe at each episode start and the frames' fidelity.
 
     Returns (and writes to ``report``): ``{"file", "video_key", "source", "linked",
-    "reencoded": 0, "packets", "episodes": [{"episode_index", "from_timestamp",
-    "to_timestamp"}]}`` (seconds in the output file).
+    "reencoded" (1 for a re-encoded file, else 0), "packets", "episodes":
+    [{"episode_index", "from_timestamp", "to_timestamp"}]}`` (seconds in the output file);
+    a re-encoded file's also has ``"reencoded_for"`` (the output episodes that start inside
+    a GOP) and ``"fidelity"`` (:func:`robopipe.edits.reencode.reencode_file`'s).
 
     Raises:
         DatasetError: the input is not a plain mp4 (no packet index), an episode's packets
-            do not match its length, a cut would fall inside a GOP (re-encoding is not done),
-            or the output's packets differ from the input's.
+            do not match its length, a re-encode is needed for a codec it does not cover, or
+            the output's packets differ from the input's (re-encoded: its timestamps).
     """
     f = plan.video_file(video_key, chunk, file)
     source = Path(plan.sources[f.source]) / f.path
@@ -235,6 +244,7 @@ def write_video_file(
     froms = meta.episodes[f"videos/{video_key}/from_timestamp"][rows]
     tos = meta.episodes[f"videos/{video_key}/to_timestamp"][rows]
     episodes = [int(i) for i in range(f.first, f.stop)]
+    extra: dict = {}
     if f.whole:
         with atomic_path(output) as tmp:
             link_or_copy(source, tmp)
@@ -255,35 +265,31 @@ def write_video_file(
                 rows, froms, tos, plan.episodes["length"][f.first : f.stop], strict=True
             )
         ]
-        landed, expected = _cut(source, track, runs, output, episodes)
-        with av_open(output) as (container, stream):
-            offsets = [round(Fraction(x["from_timestamp"]) * track.timescale) for x in landed]
-            digests = run_digests(
-                output,
-                container,
-                stream,
-                [(r[1] - r[0], o) for r, o in zip(runs, offsets, strict=True)],
-            )
-            digests = list(digests)
-            if digests[-1].packets:
-                raise DatasetError(plan.dataset, "packets after the last episode", file=output)
-            for episode, want, got in zip(episodes, expected, digests, strict=False):
-                if got.as_dict() != want.as_dict():
-                    raise DatasetError(
-                        plan.dataset,
-                        "packets differ from the input's",
-                        episode=episode,
-                        file=output,
-                    )
-        packets = sum(r[1] - r[0] for r in runs)
+        offsets = _landing_ticks(runs)
+        landed = [
+            {
+                "episode_index": episode,
+                "from_timestamp": float(Fraction(start, track.timescale)),
+                "to_timestamp": float(Fraction(start + run[3] - run[2], track.timescale)),
+            }
+            for episode, run, start in zip(episodes, runs, offsets, strict=True)
+        ]
+        inside = cuts_inside_a_gop(track, [run[:2] for run in runs])
+        if inside:
+            extra = _reencode(plan.dataset, source, track, runs, offsets, output, episodes)
+            extra["reencoded_for"] = [episodes[k] for k in inside]
+        else:
+            _copy(plan.dataset, source, track, runs, offsets, output, episodes)
+        packets = sum(run[1] - run[0] for run in runs)
     result = {
         "file": video_path(video_key, chunk, file),
         "video_key": video_key,
         "source": str(source),
         "linked": f.whole,
-        "reencoded": 0,
+        "reencoded": int(bool(extra)),
         "packets": packets,
         "episodes": landed,
+        **extra,
     }
     write_json(report, result, indent=None)
     return result
@@ -317,15 +323,14 @@ def _episode_packets(
             file=source,
         )
     first = int(inside[0])
-    if not track.keyframes[first]:
-        raise DatasetError(
-            name,
-            f"the episode starts inside a GOP (its first packet at {start_s} s is no keyframe): "
-            "cutting it out would need re-encoding, which edits do not do",
-            episode=episode,
-            file=source,
-        )
     return first, first + length, lo, hi
+
+
+def _landing_ticks(runs) -> list[int]:
+    """Where each kept episode starts in the output, in ticks: where the previous one ends
+    (each keeps its span in the input, ``to_ticks - from_ticks``)."""
+    spans = [to_ticks - from_ticks for _, _, from_ticks, to_ticks in runs]
+    return np.concatenate([[0], np.cumsum(spans[:-1], dtype=np.int64)]).tolist()
 
 
 class av_open:  # noqa: N801 (a context manager used like open)
@@ -343,13 +348,27 @@ class av_open:  # noqa: N801 (a context manager used like open)
         self.container.close()
 
 
-def _cut(source: Path, track: Track, runs, output: Path, episodes: list[int]):
-    """Mux the packet runs of ``source`` into ``output``, each run after the previous one's
-    end; return where each landed and the input's digests of each run."""
+def _copy(name, source: Path, track: Track, runs, offsets, output: Path, episodes) -> None:
+    """Copy the runs into ``output`` (:func:`_cut`), then compare its packets with the
+    input's, episode by episode."""
+    expected = _cut(source, track, runs, offsets, output)
+    with av_open(output) as (container, stream):
+        lengths = [(run[1] - run[0], offset) for run, offset in zip(runs, offsets, strict=True)]
+        digests = list(run_digests(output, container, stream, lengths))
+    if digests[-1].packets:
+        raise DatasetError(name, "packets after the last episode", file=output)
+    for episode, want, got in zip(episodes, expected, digests, strict=False):
+        if got.as_dict() != want.as_dict():
+            raise DatasetError(name, "packets differ from the input's", episode=episode,
+                               file=output)  # fmt: skip
+
+
+def _cut(source: Path, track: Track, runs, offsets, output: Path) -> list[PacketDigest]:
+    """Mux the packet runs of ``source`` into ``output``, each starting at its offset (in
+    ticks); return the input's digests of each run."""
     import av
 
-    landed, digests, offset = [], [], 0
-    time_base = Fraction(1, track.timescale)
+    digests = []
     with (
         av_open(source) as (_, template),
         atomic_path(output) as tmp,
@@ -358,7 +377,7 @@ def _cut(source: Path, track: Track, runs, output: Path, episodes: list[int]):
     ):
         stream = out.add_stream_from_template(template, opaque=True)
         stream.time_base = template.time_base
-        for episode, (first, stop, from_ticks, to_ticks) in zip(episodes, runs, strict=True):
+        for (first, stop, from_ticks, _), offset in zip(runs, offsets, strict=True):
             at = int(track.offsets[first:stop].min())
             data_file.seek(at)
             ends = track.offsets[first:stop] + track.sizes[first:stop]
@@ -377,13 +396,28 @@ def _cut(source: Path, track: Track, runs, output: Path, episodes: list[int]):
                 packet.time_base = template.time_base
                 packet.stream = stream
                 out.mux_one(packet)
-            end = offset + to_ticks - from_ticks  # the input's span, kept
-            landed.append(
-                {
-                    "episode_index": episode,
-                    "from_timestamp": float(offset * time_base),
-                    "to_timestamp": float(end * time_base),
-                }
-            )
-            offset = end
-    return landed, digests
+    return digests
+
+
+def _reencode(name, source: Path, track: Track, runs, offsets, output: Path, episodes) -> dict:
+    """Re-encode the kept episodes into ``output`` (:func:`robopipe.edits.reencode.
+    reencode_file`), then check its track: each episode's frames at the input's pts shifted
+    to its offset, its first frame a keyframe. Returns the fidelity summary."""
+    spans = [(lo, hi, offset - lo) for (_, _, lo, hi), offset in zip(runs, offsets, strict=True)]
+    fidelity = reencode_file(name, source, track, spans, output)
+    got = plain_track(output)
+    if got is None:
+        raise DatasetError(name, "the re-encoded file has no packet index", file=output)
+    order = np.argsort(got.pts, kind="stable")
+    pts, keyframes = got.pts[order], got.keyframes[order]
+    expected = [track.pts[first:stop] for first, stop, _, _ in runs]
+    at = 0
+    for episode, want, (_, _, shift) in zip(episodes, expected, spans, strict=True):
+        want = np.sort(want) + shift
+        if not np.array_equal(pts[at : at + len(want)], want) or not keyframes[at]:
+            raise DatasetError(name, "re-encoded frames at other timestamps than the input's "
+                               "(or no keyframe first)", episode=episode, file=output)  # fmt: skip
+        at += len(want)
+    if at != len(pts):
+        raise DatasetError(name, "frames after the last episode", file=output)
+    return {"fidelity": fidelity}

@@ -32,8 +32,10 @@ def validate_edit(plan: EditPlan, root: Path, reports: list[dict]) -> dict:
 
     Returns:
         ``{"episodes", "frames", "data_files", "video_files", "linked", "cut",
-        "reencoded", "packets"}``: ``reencoded`` counts video files re-encoded (always 0:
-        edits only stream-copy, and refuse a cut inside a GOP).
+        "reencoded", "reencoded_files", "packets"}``: ``reencoded`` counts the video files
+        re-encoded because a cut fell inside a GOP (:mod:`robopipe.edits.reencode`), and
+        ``reencoded_files`` lists them, each with ``reencoded_for`` (its episodes that start
+        inside a GOP) and ``fidelity``.
 
     Raises:
         DatasetError: the first check that fails.
@@ -62,5 +64,10 @@ def validate_edit(plan: EditPlan, root: Path, reports: list[dict]) -> dict:
         "linked": sum(bool(r["linked"]) for r in reports),
         "cut": sum(not r["linked"] for r in videos),
         "reencoded": sum(r.get("reencoded", 0) for r in videos),
+        "reencoded_files": [
+            {key: r[key] for key in ("file", "reencoded_for", "fidelity")}
+            for r in videos
+            if r.get("reencoded")
+        ],
         "packets": sum(r.get("packets") or 0 for r in videos),
     }
