@@ -358,10 +358,10 @@ class GopCache:
                 self._pending[path] = kept
 
     def _add(self, path: str, start: int, data: bytes, keep: set) -> None:
-        self.cache.add(path, start, data, keep=keep)
-        with self._lock:
+        with self._lock:  # counted first: whoever finds the range held finds it counted
             self.stats["gop_fetches"] += 1
             self.stats["gop_bytes"] += len(data)
+        self.cache.add(path, start, data, keep=keep)
 
     def cached(self, requests: list[tuple[str, np.ndarray]]) -> bool:
         """Whether every GOP of the frames at ``requests`` is held now (e.g. while
