@@ -37,3 +37,4 @@ def test_slurm_edits_publish_the_same_bytes_as_a_local_run(
     root = cluster / ".snakemake/slurm_logs"
     rules = {p.relative_to(root).parts[0] for p in root.rglob("*.log")}
     assert {"rule_edit_data", "rule_edit_video", "rule_edit_meta"} <= rules, sorted(rules)
+    assert "rule_edit_publish" not in rules  # a rename, run where Snakemake runs

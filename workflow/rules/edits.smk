@@ -186,6 +186,9 @@ rule edit_publish:
         JOB_STATS_FILE.format(dataset="{dataset}", step="edit_publish/edit_publish")
     wildcard_constraints:
         dataset=EDIT_NAMES,
+    # a rename: where Snakemake runs, not a SLURM job start of its own (it follows the plan
+    # checkpoint, so it cannot join validate's group job as the conversion's publish does)
+    localrule: True
     conda:
         ROBOPIPE_ENV
     script:
