@@ -29,8 +29,8 @@ from robopipe.copies.encodings import Encoding
 from robopipe.copies.fidelity import Fidelity
 from robopipe.copies.reencode import resized
 from robopipe.errors import DatasetError
+from robopipe.formats.images import decode_image
 from robopipe.formats.v30_reader import DatasetMeta
-from robopipe.loading.stored_frames import decode_image
 
 ROW_GROUP_BYTES = 1 << 20
 IMAGE_TYPE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])

@@ -8,16 +8,15 @@ read_row_group``), not the whole file; files are opened once per process.
 
 from __future__ import annotations
 
-import io
 import os
 
 import numpy as np
 import pyarrow.parquet as pq
 import torch
 from fsspec.implementations.local import LocalFileSystem
-from PIL import Image
 
 from robopipe.errors import DatasetError
+from robopipe.formats.images import decode_image
 from robopipe.formats.v30_reader import open_file
 
 
@@ -82,28 +81,3 @@ class StoredFrames:
                 ) from error
             frames.append(torch.from_numpy(rgb).permute(2, 0, 1))
         return frames[0].unsqueeze(0) if len(frames) == 1 else torch.stack(frames)
-
-
-def decode_image(data: bytes) -> np.ndarray:
-    """An encoded image as a writable (H, W, 3) uint8 RGB array, equal to what Pillow (HF
-    ``datasets.Image``, lerobot) decodes: a YCbCr or grayscale JPEG is decoded by libjpeg-turbo
-    through ``simplejpeg`` straight into an RGB array (the same library and settings as
-    Pillow's decoder, without Pillow's RGBX image and its conversion: 0.8 ms instead of 1.3 to
-    1.9 ms for a 640x480 frame); a binary PPM with maxval 255 (``P6``) is sliced, not decoded;
-    anything else (PNG, CMYK JPEG) goes through Pillow. ``simplejpeg`` is imported here, not
-    with the module: the peer environment (lerobot's) lacks it and runs robopipe's
-    ``LeRobotDataset`` on videos."""
-    import simplejpeg
-
-    if data[:3] == b"\xff\xd8\xff" and simplejpeg.decode_jpeg_header(data)[2] in ("YCbCr", "Gray"):
-        return simplejpeg.decode_jpeg(data, colorspace="RGB")
-    if data[:2] == b"P6":
-        fields = data.split(maxsplit=4)  # magic, width, height, maxval, pixels
-        if len(fields) == 5 and fields[3] == b"255":
-            width, height = int(fields[1]), int(fields[2])
-            pixels = np.frombuffer(
-                data, np.uint8, count=height * width * 3, offset=len(data) - height * width * 3
-            )
-            return pixels.reshape(height, width, 3).copy()
-    with Image.open(io.BytesIO(data)) as image:
-        return np.array(image if image.mode == "RGB" else image.convert("RGB"))

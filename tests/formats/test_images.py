@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from robopipe.loading.stored_frames import decode_image
+from robopipe.formats.images import decode_image
 
 
 def _encoded(array: np.ndarray, mode: str, fmt: str, **options) -> bytes:
