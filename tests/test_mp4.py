@@ -8,6 +8,7 @@ import shutil
 import struct
 
 import av
+import numpy as np
 import pytest
 
 from robopipe import remux
@@ -62,6 +63,31 @@ def test_packets_are_ffmpegs(make_v21, codec):
     for path in paths:
         assert read_track(path).intact
         assert indexed(path) == demuxed(path)
+
+
+def test_an_av1_sdtp_is_read_like_ffmpeg_reads_it(make_v21):
+    """FFmpeg 8's libsvtav1 writes an ``sdtp`` marking its non-key frames disposable; FFmpeg's
+    AV1 parser drops that flag on demux, so the index gives PyAV's packets."""
+    path = next(make_v21(episodes=1, cameras=1, codec="libsvtav1", fps=15).glob("videos/**/*.mp4"))
+    if b"sdtp" not in path.read_bytes():
+        pytest.skip(f"this FFmpeg ({av.ffmpeg_version_info}) writes no sdtp for AV1")
+    assert indexed(path) == demuxed(path)
+
+
+def test_an_hevc_sdtp_is_left_to_ffmpeg(tmp_path):
+    """HEVC packets keep sdtp's disposable flag, which a packet muxed by PyAV cannot carry."""
+    path = tmp_path / "hevc.mp4"
+    frames = np.random.default_rng(0).integers(0, 255, (12, 32, 32, 3), dtype=np.uint8)
+    with av.open(str(path), "w", format="mp4") as container:
+        stream = container.add_stream("libx265", rate=15, options={"x265-params": "log-level=0"})
+        stream.width = stream.height = 32
+        stream.pix_fmt = "yuv420p"
+        stream.codec_tag = "hvc1"  # parameter sets out of band, as read_track needs
+        for frame in frames:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+    assert any(packet[5] for packet in demuxed(path)[1])  # disposable packets, from sdtp
+    assert read_track(path) is None
 
 
 def test_a_remuxed_file_is_read_like_ffmpeg_reads_it(make_v21, tmp_path):

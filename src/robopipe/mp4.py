@@ -5,16 +5,20 @@ that opens 60,000 episode mp4s spends most of its time there. :func:`read_track`
 ``moov`` index (the sample table, ISO/IEC 14496-12 §8.6-8.7) and gives the packets FFmpeg's
 mov demuxer would give, for the common layout that lerobot's and robopipe's encoders write:
 one video track, one sample description (``avc1``, ``hvc1`` or ``av01`` with its parameter
-sets in the configuration box), no fragments, no sample groups or ``sdtp``, at most one edit
-that starts at or before the first presented sample and covers the whole media. Anything else
-returns None, and callers open the file with PyAV as before: the fast path is taken only
-where it gives FFmpeg's facts (tested packet by packet against PyAV in
+sets in the configuration box), no fragments, no sample groups, no ``sdtp`` in HEVC, at most
+one edit that starts at or before the first presented sample and covers the whole media.
+Anything else returns None, and callers open the file with PyAV as before: the fast path is
+taken only where it gives FFmpeg's facts (tested packet by packet against PyAV in
 ``tests/test_mp4.py``).
 
 FFmpeg's rules followed (``libavformat/mov.c``): packet dts are the sample table's decode times
 minus the edit's ``media_time``, pts add the composition offset (``ctts``); a packet's duration
 is its ``stts`` delta; keyframes are the ``stss`` samples (all samples without ``stss``); the
-stream duration is the ``mdhd`` duration; ``stream.frames`` is the sample count.
+stream duration is the ``mdhd`` duration; ``stream.frames`` is the sample count. An ``sdtp``
+box (sample dependencies; FFmpeg 8's libsvtav1 encoder writes one) marks packets disposable,
+but FFmpeg parses the headers of H.264 and AV1 packets on demux (``need_parsing``), which drops
+that flag: for those codecs the packets are the same with or without it. HEVC packets keep it,
+and PyAV cannot set it on a packet it muxes, so an HEVC ``sdtp`` returns None.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ import numpy as np
 CODECS = {b"avc1": "h264", b"hvc1": "hevc", b"av01": "av1"}
 CONFIG_BOXES = {b"avc1": "avcC", b"hvc1": "hvcC", b"av01": "av1C"}
 # boxes of a sample table that change what FFmpeg's demuxer gives (flags, sync samples)
-UNSUPPORTED = frozenset(("sdtp", "sbgp", "sgpd", "stps", "stsh"))
+UNSUPPORTED = frozenset(("sbgp", "sgpd", "stps", "stsh"))
+# sample entries whose packets FFmpeg's demuxer parses, dropping sdtp's disposable flag
+PARSED = frozenset((b"avc1", b"av01"))
 
 
 @dataclass(frozen=True)
@@ -226,7 +232,7 @@ def _parse(moov: bytes, file_size: int) -> Track | None:
         return None
     stsd = stbl["stsd"]
     entries, entry_size, fourcc = struct.unpack_from(">II4s", moov, stsd[0] + 4)
-    if entries != 1 or fourcc not in CODECS:
+    if entries != 1 or fourcc not in CODECS or ("sdtp" in stbl and fourcc not in PARSED):
         return None
     entry = stsd[0] + 8
     width, height = struct.unpack_from(">HH", moov, entry + 32)

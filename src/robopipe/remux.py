@@ -421,22 +421,27 @@ def intact_until(container, stream, size: int, duration: float) -> float | None:
         else the time in seconds up to which the packets are intact. The index of an mp4
         written by FFmpeg with ``+faststart`` (as lerobot's are) is at the front, so a
         truncated file still lists packets past its end: the last GOP is demuxed (seeking to
-        the last keyframe), and only a truncated file is demuxed from the start.
+        the last keyframe), and only a truncated file is demuxed from the start. A packet cut
+        by the file's end comes back shorter, flagged corrupt: it is not intact.
     """
     if stream.duration:
         container.seek(stream.duration, stream=stream, backward=True, any_frame=False)
-    end, last = 0, None
+    end, last, cut = 0, None, False
     for packet in container.demux(stream):
+        cut = cut or packet.is_corrupt
         if packet.pos is not None and packet.pos >= 0 and packet.pts is not None:
             end = max(end, packet.pos + packet.size)
             last = max(last or 0, packet.pts + (packet.duration or 0))
     time_base = stream.time_base
-    if end and end <= size and last is not None and float(last * time_base) >= duration - 1e-6:
+    whole = last is not None and float(last * time_base) >= duration - 1e-6
+    if not cut and end and end <= size and whole:
         return None
     container.seek(0, stream=stream, backward=True, any_frame=False)
     intact = 0.0
     for packet in container.demux(stream):
-        if packet.pos is None or packet.pts is None or packet.pos + packet.size > size:
+        if packet.is_corrupt or packet.pos is None or packet.pts is None:
+            continue
+        if packet.pos + packet.size > size:
             continue
         intact = max(intact, float((packet.pts + (packet.duration or 0)) * time_base))
     return intact
