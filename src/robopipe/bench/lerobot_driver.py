@@ -21,6 +21,7 @@ of the kept items: a list of dicts of tensors, strings and numbers).
 import functools
 import importlib
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -116,3 +117,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # the results are written; lancedb's native threads can crash the interpreter's shutdown
+    # (as in robopipe/copies/lance_verify.py): exit without finalising
+    os._exit(0)

@@ -107,7 +107,8 @@ def _verify(python: str, layout: Path, source: Path, name: str) -> dict:
         [python, str(VERIFY), str(layout), str(source)], capture_output=True, text=True
     )
     if done.returncode != 0:
-        raise DatasetError(name, f"checking the Lance layout failed: {done.stderr[-2000:]}")
+        failed = f"checking the Lance layout failed (exit {done.returncode})"
+        raise DatasetError(name, f"{failed}: {done.stderr[-2000:]}")
     return json.loads(done.stdout)
 
 
