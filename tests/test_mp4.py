@@ -110,6 +110,23 @@ def test_a_truncated_file_is_not_intact(make_v21, tmp_path):
     assert track is None or not track.intact
 
 
+def test_a_file_cut_inside_its_last_packet_is_truncated(make_v21, tmp_path):
+    """A faststart file cut inside its last packet still lists it whole; FFmpeg returns it
+    shorter, flagged corrupt, and ``intact_until`` does not count it."""
+    root = make_v21(episodes=1, cameras=1, codec="h264", fps=15)
+    faststart = tmp_path / "faststart.mp4"
+    remux.concat_videos([next(root.glob("videos/**/*.mp4"))], faststart)  # index first
+    track = read_track(faststart)
+    cut = tmp_path / "cut.mp4"
+    end = int(track.offsets[-1] + track.sizes[-1] // 2)  # half of the last packet kept
+    cut.write_bytes(faststart.read_bytes()[:end])
+    with av.open(str(cut), format="mp4") as container:
+        stream = container.streams.video[0]
+        duration = remux.stream_duration_s(container, stream)
+        intact = remux.intact_until(container, stream, end, duration)
+    assert intact is not None and intact < duration
+
+
 def test_two_edits_are_left_to_ffmpeg(make_v21, tmp_path):
     root = make_v21(episodes=1, cameras=1, codec="h264", fps=15)
     path = tmp_path / "edits.mp4"

@@ -439,9 +439,8 @@ def intact_until(container, stream, size: int, duration: float) -> float | None:
     container.seek(0, stream=stream, backward=True, any_frame=False)
     intact = 0.0
     for packet in container.demux(stream):
-        if packet.is_corrupt or packet.pos is None or packet.pts is None:
-            continue
-        if packet.pos + packet.size > size:
+        inside = packet.pos is not None and packet.pos + packet.size <= size
+        if packet.is_corrupt or not inside or packet.pts is None:
             continue
         intact = max(intact, float((packet.pts + (packet.duration or 0)) * time_base))
     return intact

@@ -119,4 +119,5 @@ if __name__ == "__main__":
     main()
     # the results are written; lancedb's native threads can crash the interpreter's shutdown
     # (as in robopipe/copies/lance_verify.py): exit without finalising
+    sys.stdout.flush()
     os._exit(0)
