@@ -1,6 +1,7 @@
 """GOP cache of the map-style loader (robopipe.loading.gop_cache): range arithmetic, the
 eviction bound, bytes equal to the file's, and remote items equal to local ones."""
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,14 @@ from robopipe.bench import servers
 from robopipe.bench.latency import delaying_proxy, through
 from robopipe.loading import MapDataset, collate, read_meta
 from robopipe.loading.decoder import Counters
-from robopipe.loading.gop_cache import MERGE_GAP, GopCache, GopFile, GopIndex, RangeCache
+from robopipe.loading.gop_cache import (
+    AHEAD_SHARE,
+    MERGE_GAP,
+    GopCache,
+    GopFile,
+    GopIndex,
+    RangeCache,
+)
 from robopipe.loading.prefetch import read_mp4_index
 
 
@@ -234,3 +242,59 @@ def test_a_fetch_waits_for_the_prefetch_that_brings_its_gops(larger, monkeypatch
     release.set()
     waiting.result(timeout=30)
     assert cache.cached(requests) and len(calls) == 1  # one request, the prefetch's
+
+
+def test_look_ahead_stops_at_its_share_of_the_cache(larger):
+    meta = read_meta(larger)
+    relative = meta.video_file(meta.video_keys[0], 0)
+    gops = GopIndex(read_mp4_index(meta.fs, meta.path(relative)))
+    ts = np.asarray(meta.episodes[f"videos/{meta.video_keys[0]}/from_timestamp"][1:4], float) + 0.2
+    requests = [[(relative, ts[n : n + 1])] for n in range(3)]  # one GOP each
+    sizes = [end - start for ((start, end),) in (gops.ranges(t, 0.05) for ((_, t),) in requests)]
+    share = sizes[0] + sizes[1]  # room for the first two GOPs ahead, not the third
+    cache = GopCache(meta, max_mb=share / AHEAD_SHARE / 2**20, counters=Counters())
+    assert cache.prefetch(requests[0]) and cache.prefetch(requests[1])
+    assert cache.ahead_bytes() == share  # in flight or held, not asked for yet
+    assert not cache.prefetch(requests[2])  # refused: nothing started
+    assert cache.ahead_bytes() == share
+    for request in requests[:2]:  # their batches come: no longer ahead
+        waiting = cache.fetch(request)
+        if waiting is not None:
+            waiting.result(timeout=30)
+    assert cache.ahead_bytes() == 0 and cache.prefetch(requests[2])
+    assert cache.ahead_bytes() == sizes[2]
+    for _ in range(300):  # until the prefetch has brought it
+        if cache.cached(requests[2]):
+            break
+        time.sleep(0.1)
+    cache.cache.max_bytes = 0  # a fetch of another GOP evicts every range but its own ...
+    other = meta.episodes[f"videos/{meta.video_keys[0]}/from_timestamp"][5:6]
+    cache.fetch([(relative, np.asarray(other, float) + 0.2)])
+    assert not cache.cached(requests[2]) and cache.ahead_bytes() == 0  # ... uncounted
+
+
+def test_the_failed_ranges_of_a_fetch_are_read_again_at_once(larger, monkeypatch):
+    import threading
+
+    from robopipe.formats import v30_reader
+    from robopipe.loading import gop_cache
+
+    meta = read_meta(larger)
+    cache = GopCache(meta, max_mb=64, counters=Counters())
+    relative = meta.video_file(meta.video_keys[0], 0)
+    ts = np.asarray(meta.episodes[f"videos/{meta.video_keys[0]}/from_timestamp"][[1, 4]], float)
+    requests = [(relative, ts + 0.2)]  # two GOPs far apart: two ranges
+    failed_once = lambda fs, paths, *_: [ConnectionResetError("reset")] * len(paths)  # noqa: E731
+    monkeypatch.setattr(gop_cache, "try_ranges", failed_once)
+    both = threading.Barrier(2, timeout=10)  # broken unless both are read again together
+    real = v30_reader.read_range
+
+    def read_range(*args, **kwargs):
+        both.wait()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(v30_reader, "read_range", read_range)
+    retrying = cache.fetch(requests)
+    assert retrying is not None and not cache.cached(requests)
+    retrying.result(timeout=30)  # a BrokenBarrierError had they been read one after the other
+    assert cache.cached(requests) and cache.stats["gop_fetches"] == 2

@@ -198,7 +198,27 @@ def read_ranges(
         robopipe.retry.RemoteReadError: a range failed on every attempt of ``budget``.
         OSError: a range could not be read (the filesystem's non-transient error).
     """
-    blobs = try_ranges(fs, paths, starts, ends, budget)
+    return read_again(fs, paths, starts, ends, try_ranges(fs, paths, starts, ends, budget), budget)
+
+
+def read_again(
+    fs: fsspec.AbstractFileSystem,
+    paths: list[str],
+    starts: list[int],
+    ends: list[int],
+    blobs: list[bytes | BaseException],
+    budget: retry.RetryBudget = retry.DEFAULT_BUDGET,
+) -> list[bytes]:
+    """``blobs`` (:func:`try_ranges`'s answer for these ranges) with each error replaced by
+    its range's bytes requested again (:func:`read_range`, within ``budget``), the failed
+    ranges at once (up to ``RANGE_THREADS``): one 429's ``Retry-After`` does not delay the
+    others.
+
+    Raises:
+        robopipe.retry.RemoteReadError: a range failed on every attempt of ``budget``.
+        OSError: a range could not be read (the filesystem's non-transient error).
+    """
+    blobs = list(blobs)
     failed = [i for i, blob in enumerate(blobs) if isinstance(blob, BaseException)]
     if len(failed) == 1:
         (i,) = failed

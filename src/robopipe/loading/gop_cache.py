@@ -4,22 +4,24 @@ A remote mp4 read through fsspec's ``readahead`` file costs a round trip and a 1
 every random access, one after the other, so a DataLoader worker waits a round trip per frame.
 Here each process reads an mp4's index (``moov``, ``robopipe.loading.prefetch.read_mp4_index``)
 once, so the GOP of every frame (from its keyframe to the next keyframe, plus
-``REORDER_SAMPLES`` samples where frames are stored out of presentation order) is a known
-byte range. Before a batch is decoded, the GOPs its frames need that no cached range holds are
+``REORDER_SAMPLES`` samples where frames are stored out of presentation order) is a known byte
+range. Before a batch is decoded, the GOPs its frames need that no cached range holds are
 fetched in one concurrent call (``robopipe.formats.v30_reader.try_ranges``: every range in
 flight at once, each exactly its bytes, hedged after the p95 latency, so the batch waits about
-one round trip, not one per frame; GOPs less than ``MERGE_GAP`` apart as one
-range) into an LRU cache bounded in bytes; neighbouring frames of a cached GOP cost no
-request. A range that failed (a 429 waiting out its ``Retry-After``, a reset) is retried on a
-background thread (:meth:`GopCache.fetch` returns that work as a future), so the frames whose
-GOPs came are decoded meanwhile (``MapDataset.__getitems__``: ready items first): one fault
-delays its own items, not the batch. :meth:`GopCache.prefetch` fetches the GOPs of later
-batches in the background (``MapDataset`` with an ``EpochSampler(ahead=...)``: a worker's next
-batches), so that a range that fails there (a 429's ``Retry-After: 1`` is five of cr5's
-batches) is retried while earlier batches decode, and a batch whose GOPs are still in flight
-waits for them instead of asking again. Decoders read the mp4 through ``GopFile`` from that cache
-(anything else, such as ffmpeg's probing reads when a decoder opens, falls back to a counted
-1 MiB block). Decoding is unchanged, so items are identical to a local read.
+one round trip, not one per frame; GOPs less than ``MERGE_GAP`` apart as one range) into an LRU
+cache bounded in bytes; neighbouring frames of a cached GOP cost no request. A range that failed
+(a 429 waiting out its ``Retry-After``, a reset) is retried on a background thread, the failed
+ranges at once (:meth:`GopCache.fetch` returns that work as a future), so the frames whose GOPs
+came are decoded meanwhile (``MapDataset.__getitems__``: ready items first): one fault delays
+its own items, not the batch. :meth:`GopCache.prefetch` fetches the GOPs of later batches in the
+background (``MapDataset`` with an ``EpochSampler(ahead=...)``: a worker's next batches), so
+that a range that fails there (a 429's ``Retry-After: 1`` is about eight of cr5's batches of 32
+per worker) is retried while earlier batches decode, and a batch whose GOPs are still in flight
+waits for them instead of asking again. The GOPs fetched ahead and not yet asked for are kept to
+at most ``AHEAD_SHARE`` of the cache, so that they are not evicted before their batch comes.
+Decoders read the mp4 through ``GopFile`` from that cache (anything else, such as ffmpeg's
+probing reads when a decoder opens, falls back to a counted 1 MiB block). Decoding is unchanged,
+so items are identical to a local read.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 from fsspec.utils import merge_offset_ranges
 
-from robopipe.formats.v30_reader import file_size, read_range, try_ranges
+from robopipe.formats.v30_reader import file_size, read_again, try_ranges
 from robopipe.loading.prefetch import REORDER_SAMPLES, Mp4Index, SpanFile, read_mp4_index
 
 # ffmpeg reads through a forward seek of up to its AVIO buffer (torchcodec's: 64 KiB) plus its
@@ -42,6 +44,7 @@ from robopipe.loading.prefetch import REORDER_SAMPLES, Mp4Index, SpanFile, read_
 # (a window's frames) that lie closer than this are fetched as one range, gap included
 MERGE_GAP = 1 << 17
 PREFETCH_THREADS = 4  # background fetches of later batches' GOPs in flight at once, per process
+AHEAD_SHARE = 0.5  # most of a GopCache's bytes that GOPs fetched ahead and not yet asked for take
 
 
 class RangeCache:
@@ -130,6 +133,11 @@ class RangeCache:
         if size is not None:
             self.held -= size
 
+    def holds(self, path: str, start: int) -> bool:
+        """Whether a range starting at ``start`` of ``path`` is held."""
+        with self._lock:
+            return start in self._ranges.get(path, ())
+
     def read(self, path: str, pos: int, size: int) -> bytes | None:
         """Up to ``size`` bytes at ``pos`` from a held range, or None (``SpanFile``'s store)."""
         with self._lock:
@@ -206,6 +214,7 @@ class GopCache:
         self._prefetcher: ThreadPoolExecutor | None = None
         self._pending: dict[str, list[tuple[int, int, Future]]] = {}  # prefetches in flight
         self._keep: set = set()  # the latest fetch's ranges: never evicted by a prefetch
+        self._ahead: dict[tuple[str, int], int] = {}  # prefetched, not yet fetched -> bytes
 
     def __getstate__(self):
         return {"meta": self.meta, "max_bytes": self.max_bytes, "counters": self.counters}
@@ -292,6 +301,8 @@ class GopCache:
         self._check_process()
         held, missing, waits, pending = self._plan(self._gop_ranges(requests))
         keep = held | pending | {(path, start) for path, start, _ in missing}
+        for key in held | pending:  # asked for now: no longer ahead
+            self._ahead.pop(key, None)
         self._keep = keep
         self.stats["gop_hits"] += len(held)
         failed = self._fetch_once(missing, keep, waited=True) if missing else []
@@ -319,23 +330,39 @@ class GopCache:
         return failed
 
     def _retry(self, failed: list[tuple[str, int, int, BaseException]], keep: set, waits=()):
-        for path, start, end, error in failed:
-            data = read_range(self.meta.fs, path, start, end, self.meta.retry_budget, error)
-            self._add(path, start, data, keep)
+        """Read the ``failed`` ranges again, at once (each within the retry budget, so one
+        429's ``Retry-After`` does not delay the others), then wait for ``waits``."""
+        if failed:
+            paths, starts, ends, errors = (list(column) for column in zip(*failed, strict=True))
+            blobs = read_again(self.meta.fs, paths, starts, ends, errors, self.meta.retry_budget)
+            for path, start, data in zip(paths, starts, blobs, strict=True):
+                self._add(path, start, data, keep)
         for future in waits:
             future.result()
 
-    def prefetch(self, requests: list[tuple[str, np.ndarray]]) -> None:
+    def prefetch(self, requests: list[tuple[str, np.ndarray]]) -> bool:
         """Start fetching, in the background, the GOPs of the frames at ``requests`` (as
         :meth:`fetch`'s) that no held range covers and no prefetch in flight brings: one
         ``try_ranges`` call, its failed ranges retried within the dataset's ``retry_budget``,
         up to ``PREFETCH_THREADS`` such calls at once. The bytes go to the cache, below the
         latest :meth:`fetch`'s ranges in its LRU order; a later :meth:`fetch` of them waits
-        for them. An error is raised only to a :meth:`fetch` that waits for the range."""
+        for them. An error is raised only to a :meth:`fetch` that waits for the range.
+
+        Returns:
+            False, with nothing started, where these GOPs would take the bytes fetched ahead
+            and not yet asked for by a :meth:`fetch` (:meth:`ahead_bytes`) beyond
+            ``AHEAD_SHARE`` of the cache (unless none are); True otherwise.
+        """
         self._check_process()
         _, missing, _, _ = self._plan(self._gop_ranges(requests))
         if not missing:
-            return
+            return True
+        size = sum(end - start for _, start, end in missing)
+        ahead = self.ahead_bytes()
+        if ahead and ahead + size > AHEAD_SHARE * self.max_bytes:
+            return False
+        for path, start, end in missing:
+            self._ahead[(path, start)] = end - start
         with self._lock:
             if self._prefetcher is None:
                 self._prefetcher = ThreadPoolExecutor(
@@ -345,6 +372,17 @@ class GopCache:
             for path, start, end in missing:
                 self._pending.setdefault(path, []).append((start, end, future))
         future.add_done_callback(lambda done: self._forget(done, missing))
+        return True
+
+    def ahead_bytes(self) -> int:
+        """Bytes of the GOP ranges prefetched (in flight or held) that no :meth:`fetch` has
+        asked for since; a range evicted or failed meanwhile no longer counts."""
+        with self._lock:
+            in_flight = {(p, s) for p, spans in self._pending.items() for s, _, _ in spans}
+        for key in list(self._ahead):
+            if key not in in_flight and not self.cache.holds(*key):
+                del self._ahead[key]
+        return sum(self._ahead.values())
 
     def _prefetch(self, ranges: list[tuple[str, int, int]]) -> None:
         keep = set(self._keep) | {(path, start) for path, start, _ in ranges}

@@ -48,7 +48,9 @@ class MapDataset(torch.utils.data.Dataset):
     ``EpochSampler(ahead=k)`` as ``batch_sampler``, each batch also names the ``k`` batches
     after it, and a worker fetches the GOPs of its own among them (every ``num_workers``-th:
     a DataLoader hands batches to its workers in turn) in the background while it decodes, so
-    a fault's retry (a 429's ``Retry-After``) is waited out ahead of the batch that needs it.
+    a fault's retry (a 429's ``Retry-After``) is waited out ahead of the batch that needs it;
+    the GOPs fetched ahead take at most half of ``gop_cache_mb`` (later batches wait their
+    turn), so none is evicted before its batch comes.
 
     Example::
 
@@ -200,23 +202,24 @@ class MapDataset(torch.utils.data.Dataset):
 
     def _prefetch_ahead(self, ahead: Sequence[Sequence[int]]) -> None:
         """Start fetching the GOPs of this process's batches among ``ahead`` (the batches
-        after the current one, in the sampler's order) that it has not asked for yet."""
+        after the current one, in the sampler's order) that it has not asked for yet, in
+        order, until the GOP cache's share for look-ahead is full (``GopCache.prefetch``)."""
         if self.gops is None or not ahead:
             return
         info = torch.utils.data.get_worker_info()
         workers = info.num_workers if info is not None else 1
-        requests = []
         for batch in ahead[workers - 1 :: workers]:
             key = tuple(batch)
             if key in self._ahead_seen:
                 continue
-            self._ahead_seen[key] = None
+            requests = []
             for index in batch:
                 requests.extend(self.reader.video_requests(*self._locate(int(index))).values())
+            if not self.gops.prefetch(requests):
+                break  # asked for again with a later batch, once the share has room
+            self._ahead_seen[key] = None
         while len(self._ahead_seen) > AHEAD_SEEN:
             self._ahead_seen.popitem(last=False)
-        if requests:
-            self.gops.prefetch(requests)
 
 
 def _read_data(meta, episodes) -> tuple[dict[str, np.ndarray], np.ndarray]:
