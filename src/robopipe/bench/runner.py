@@ -83,8 +83,9 @@ class Settings:
             result.
         gop_ahead: batches of its own ahead of the current one whose GOPs each map-style
             worker fetches in the background from a remote source (the batch sampler is an
-            ``EpochSampler(ahead=gop_ahead x workers)``); 0: none. Six of cr5's batches of 32
-            (about 1.3 s) hide a 429's ``Retry-After: 1``; recorded in the result.
+            ``EpochSampler(ahead=gop_ahead x workers)``), within half its GOP cache; 0: none.
+            32 of cr5's batches of 32 (about 4 s at 250 samples/s per worker) hide a 429's
+            ``Retry-After: 1`` and a retry after it; recorded in the result.
         decoder_cache_size: decoders kept per process.
         seek_mode: torchcodec seek mode.
         tolerance_s: timestamp tolerance of decoded frames.
@@ -124,7 +125,7 @@ class Settings:
     shuffle_buffer: int = 1000
     prefetch_mb: float = 64.0
     gop_cache_mb: float = 64.0
-    gop_ahead: int = 6
+    gop_ahead: int = 32
     batches_in_flight_mb: float = 1024.0
     batch_buffer_mb: float = 512.0
     decoder_cache_size: int = 16
@@ -534,11 +535,17 @@ def _run_robopipe(
     )
     totals = measured["counters_end"]
     window = {k: totals[k] - measured["counters_start"][k] for k in totals}
-    del loader
+    # the workers end here, not whenever the collector reaches a cycle that holds this frame
+    # (an exception caught while the dataset opened, e.g. fsspec's FileNotFoundError, keeps
+    # its traceback's callers' frames): nothing else holds the loader
+    del loader, next_epoch
     busy = window["fetch_s"] + window["decode_s"]
     probe = dataset_cls(url, **kwargs)
     items = iter(probe) if stream else random_items(probe, settings.seed)
-    measured.update(measure_latency(items, settings.probe_samples))
+    try:
+        measured.update(measure_latency(items, settings.probe_samples))
+    finally:
+        items.close()  # a stream's fetches ahead end now, while its server is up
     measured.update(
         fetch_share=window["fetch_s"] / busy if busy else None,
         decode_share=window["decode_s"] / busy if busy else None,
