@@ -2,8 +2,10 @@
 saved state yields exactly the rest of the uninterrupted epoch (both loaders, 0 and 2
 DataLoader workers, 1 and 2 ranks, local and over nginx)."""
 
+import gc
 import random
 
+import psutil
 import pytest
 from test_prefetch import needs_nginx
 from torch.utils.data import DataLoader
@@ -75,8 +77,14 @@ def test_stream_position_in_process(rollover):
 def test_stream_items_in_workers_cannot_resume(rollover):
     ds = StreamingDataset(rollover[1], shuffle_buffer=10)
     ds.advance(3)
-    with pytest.raises(ValueError, match="batch_size"):
-        next(iter(DataLoader(ds, batch_size=4, num_workers=1)))
+    children = {child.pid for child in psutil.Process().children()}
+    batches = iter(DataLoader(ds, batch_size=4, num_workers=1))
+    with pytest.raises(ValueError, match="batch_size") as raised:
+        next(batches)
+    del raised, batches  # the worker ends now: the re-raised error's traceback is a cycle
+    gc.collect()
+    left = [c for c in psutil.Process().children() if c.pid not in children]
+    assert all(c.status() == psutil.STATUS_ZOMBIE for c in left if c.is_running()), left
 
 
 def check_resume(spec: RunSpec, tmp_path) -> list[int]:
